@@ -1,0 +1,54 @@
+# govd: set-up, tests, benchmarks and the demo.
+# Every target installs what it needs first (see `setup`), so each works from a fresh clone.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.govd-installed
+
+.PHONY: setup test lint bench demo clean
+
+setup: $(STAMP)
+
+# System packages: systemd-python has no wheel and compiles against libsystemd, so it needs
+# libsystemd-dev, pkg-config, a C compiler and the Python headers; venv needs python3-venv on
+# Debian. As root we install what is missing with apt; otherwise we say exactly what to install.
+$(STAMP): pyproject.toml
+	@missing=""; \
+	pkg-config --version >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	pkg-config --exists libsystemd 2>/dev/null || missing="$$missing libsystemd-dev"; \
+	command -v cc >/dev/null 2>&1 || missing="$$missing gcc"; \
+	$(PYTHON) -c 'import sysconfig,os,sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"],"Python.h")))' \
+	  || missing="$$missing python3-dev"; \
+	$(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "govd setup: installing$$missing with apt-get"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "govd setup: missing system packages:$$missing"; \
+	    echo "  install them with: sudo apt-get install$$missing"; exit 1; \
+	  fi; \
+	fi
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+# pytest exits 5 when it collected nothing: for us that is a failure, never a pass.
+test: setup
+	$(PY) -m ruff check govd tests bench
+	@$(PY) -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+lint: setup
+	$(PY) -m ruff check govd tests bench
+	$(PY) -m mypy govd/model govd/policy govd/governor.py
+
+bench: setup
+	$(PY) bench/bench_model.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,5 @@
+"""`python -m govd` is the `govd` command."""
+
+from govd.cli import main
+
+raise SystemExit(main())

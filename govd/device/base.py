@@ -1,0 +1,99 @@
+"""The device interface: levels, bounds, reading what runs, setting a level, putting things back.
+
+One module per backend (devfreq, i915, xe, amdgpu, nvml, sim) implements `Device`; the kernel's
+and drivers' quirks stay inside that module. Units are in every name: MHz, W, mJ.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+
+class DeviceError(Exception):
+    """A backend failed in a way the daemon must handle (pause, hand back, retry)."""
+
+
+class DeviceGone(DeviceError):
+    """The device disappeared (ENODEV/ENOENT on sysfs, NVML_ERROR_GPU_IS_LOST, unplug)."""
+
+
+class WriteRefused(DeviceError):
+    """The kernel or driver refused a write (EINVAL, EACCES, EBUSY, NVML NO_PERMISSION...)."""
+
+
+class NotSupported(DeviceError):
+    """The device or driver does not offer this operation."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What a device says at one instant."""
+
+    freq_mhz: float
+    """Frequency actually running (read back, never the one asked for). Units: MHz."""
+    busy: float = math.nan
+    """Utilisation since the previous read, 0..1; NaN when the device does not report it."""
+    energy_mj: float = math.nan
+    """Cumulative energy counter, NaN when there is none. Units: mJ."""
+    power_w: float = math.nan
+    """Power sample (average or instantaneous as the backend documents), NaN if none. Units: W."""
+    mem_freq_mhz: float = math.nan
+    """Memory clock running, NaN for single-domain devices. Units: MHz."""
+    counters: dict[str, float] = field(default_factory=dict)
+    """Backend-specific activity counters by name (frequency-independent ones feed the model)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Controllability:
+    """Whether govd can drive a device, and if not, why (shown by `govd devices`)."""
+
+    ok: bool
+    reason: str = ""
+
+
+class Device(ABC):
+    """A GPU (or devfreq device) whose clock govd governs."""
+
+    backend: ClassVar[str]
+    """Backend name: ``devfreq``, ``i915``, ``xe``, ``amdgpu``, ``nvml`` or ``sim``."""
+
+    name: str
+    """Stable, human-readable identity (sysfs device name, PCI address or NVML UUID)."""
+
+    @property
+    @abstractmethod
+    def levels_mhz(self) -> npt.NDArray[np.float64]:
+        """Every settable level, ascending. Units: MHz."""
+
+    @property
+    @abstractmethod
+    def bounds_mhz(self) -> tuple[float, float]:
+        """(min, max) the hardware/driver allows right now. Units: MHz."""
+
+    @abstractmethod
+    def controllable(self) -> Controllability:
+        """Whether govd may write this device (permissions, driver, another governor in charge)."""
+
+    @abstractmethod
+    def read(self) -> Reading:
+        """Read the running level, busy time and power/energy. Raises DeviceGone/DeviceError."""
+
+    @abstractmethod
+    def set_level(self, freq_mhz: float) -> None:
+        """Run at ``freq_mhz`` (clamped to bounds; writes ordered so no transient state is
+        refused). Writes nothing when the device already runs there. Raises WriteRefused."""
+
+    @abstractmethod
+    def save(self) -> dict[str, Any]:
+        """The state found before govd's first write, as JSON-able data that `restore_saved`
+        takes back, with ``backend`` and enough identity to find the device again."""
+
+    @abstractmethod
+    def restore(self) -> None:
+        """Put back the state `save` recorded. Idempotent; safe to call after a failure."""

@@ -1,0 +1,71 @@
+"""The policy interface: a level from predictions and the device's status, and nothing else.
+
+Like a devfreq governor, a policy is small: it never does I/O, never reads a clock, and never
+sees registers. It sees one `Outlook` per tick and returns the index of the level to run next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from govd.target import Target
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(slots=True)
+class Outlook:
+    """What a policy sees at one tick.
+
+    The arrays are views into the model's buffers, valid until the next `Governor.step`; a
+    policy that wants to keep them must copy. Indices refer to ``levels_mhz`` (ascending).
+    """
+
+    levels_mhz: FloatArray
+    """Every level of the device, ascending. Units: MHz."""
+    lo: int
+    """Lowest level index the bounds allow (inclusive)."""
+    hi: int
+    """Highest level index the bounds allow (inclusive)."""
+    current: int
+    """Index of the level actually running (the nearest level to the read-back frequency)."""
+    time_ms: FloatArray
+    """Predicted frame time at each level for the next tick. Units: ms."""
+    power_w: FloatArray
+    """Predicted average power while busy at each level. Units: W."""
+    energy_mj: FloatArray
+    """Predicted energy per frame at each level under the target. Units: mJ."""
+    sensitivity_ms_per_mhz: float
+    """dt/df at the running level (three-point Lagrange). Units: ms/MHz."""
+    model_ready: bool
+    """False until the model has seen enough samples for its predictions to mean anything."""
+    busy: float
+    """Device utilisation over the last tick, 0..1 (NaN when the device does not say)."""
+    interval_s: float
+    """Length of the last tick. Units: s."""
+    target: Target
+    """The constraint in force for this tick."""
+    tick: int
+    """Number of steps taken before this one (0 on the first)."""
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A frequency policy. Registered under the ``govd.policies`` entry-point group."""
+
+    name: ClassVar[str]
+    """The name users select it by (``policy: energy`` in the config, ``--policy energy``)."""
+    uses_model: ClassVar[bool]
+    """Whether its decisions depend on the model's predictions (the evaluator then scores them)."""
+
+    def decide(self, view: Outlook) -> int:
+        """Return the index of the level to run next, within ``[view.lo, view.hi]``."""
+        ...
+
+    def reset(self) -> None:
+        """Forget any history (a new workload, a device taken back after hot-plug)."""
+        ...

@@ -1,0 +1,38 @@
+"""The frame-source interface: frames completed since the last tick."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One completed frame (or unit of compute work)."""
+
+    gpu_time_ms: float
+    """GPU time spent on the frame. Units: ms."""
+    pid: int = 0
+    """Sender process id (from SCM_CREDENTIALS for the socket; 0 when unknown)."""
+    uid: int = -1
+    """Sender user id (-1 when unknown)."""
+    app: str = ""
+    """Application name (process name, or the sender's ``app=`` key)."""
+    target_fps: float | None = None
+    """Frame-rate target the sender asked for, if any (the config decides whether it counts)."""
+
+
+class FrameSource(ABC):
+    """Where frame times come from: the socket, MangoHud logs, busy time, or the simulator."""
+
+    @abstractmethod
+    def drain(self) -> list[Frame]:
+        """Frames completed since the previous call, oldest first. Never blocks, never raises on
+        bad input (bad input is dropped and counted in `stats`)."""
+
+    def stats(self) -> dict[str, int]:
+        """Counters of what was received, accepted and rejected (and why)."""
+        return {}
+
+    def close(self) -> None:
+        """Release sockets and files."""

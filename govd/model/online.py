@@ -1,0 +1,176 @@
+"""`OnlineModel`: the frame-time and power models of one device, as preallocated arrays.
+
+It owns the state arrays that `govd.model.tick.model_tick` updates in place, and exposes the
+predictions as read-only views into them (valid until the next `update`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from govd.model import tick as k
+from govd.model.arrays import FloatArray
+from govd.model.settings import MAX_LEVELS, ModelSettings
+
+_NO_COUNTERS = np.zeros(0)
+
+
+def default_volts(levels_mhz: FloatArray) -> FloatArray:
+    """V affine in f from 0.7 to 1.0 (relative units) when the device exposes no table."""
+    lo, hi = float(levels_mhz[0]), float(levels_mhz[-1])
+    span = hi - lo if hi > lo else 1.0
+    return 0.7 + 0.3 * (levels_mhz - lo) / span
+
+
+class OnlineModel:
+    """Online frame-time (eq. 10) and power models of one device over its level table."""
+
+    def __init__(
+        self,
+        levels_mhz: Sequence[float] | FloatArray,
+        settings: ModelSettings | None = None,
+        idle_power_w: float = math.nan,
+    ) -> None:
+        """``levels_mhz``: every level, ascending (2..256). ``idle_power_w``: known idle power
+        (W), or NaN to use the learned static term."""
+        self.settings = settings = settings or ModelSettings()
+        levels = np.asarray(levels_mhz, dtype=np.float64)
+        if levels.ndim != 1 or not (2 <= levels.size <= MAX_LEVELS):
+            raise ValueError(f"need 2..{MAX_LEVELS} levels, got {levels.size}")
+        if not (np.all(np.isfinite(levels)) and levels[0] > 0 and np.all(np.diff(levels) > 0)):
+            raise ValueError("levels must be positive, finite and strictly ascending")
+        volts = np.asarray(settings.volts, dtype=np.float64) if settings.volts else None
+        if volts is None:
+            volts = default_volts(levels)
+        elif volts.shape != levels.shape or not np.all(volts > 0):
+            raise ValueError("volts needs one positive voltage per level")
+        m = settings.n_features
+        n_levels = levels.size
+        self.levels_mhz = levels
+        self.vecs = np.zeros((k.N_VEC_ROWS, m))
+        self.P = np.zeros((m, m))
+        self.pw = np.zeros((4, 4))
+        self.Pc = np.zeros((4, 4))
+        self.lv = np.empty((2, n_levels))
+        self.lv[k.LEVELS] = levels
+        self.lv[k.G] = (levels / levels[-1]) * (volts / volts.max()) ** 2
+        self.cfg = np.zeros(k.N_CFG)
+        self.icfg = np.zeros(k.N_ICFG, dtype=np.int64)
+        self.stats = np.zeros(k.N_STATS, dtype=np.int64)
+        self.out = np.full((3, n_levels), math.nan)
+        self.scal = np.full(k.N_SCAL, math.nan)
+        self._configure(idle_power_w)
+        self.reset()
+        self.time_ms: FloatArray = self.out[k.OUT_T]
+        """Predicted frame time at each level for the next tick (view). Units: ms."""
+        self.power_w: FloatArray = self.out[k.OUT_P]
+        """Predicted power while busy at each level (view). Units: W."""
+        self.energy_mj: FloatArray = self.out[k.OUT_E]
+        """Predicted energy per frame at each level under the deadline (view). Units: mJ."""
+        for view in (self.time_ms, self.power_w, self.energy_mj):
+            view.flags.writeable = False
+
+    def _configure(self, idle_power_w: float) -> None:
+        s = self.settings
+        m = s.n_features
+        self.cfg[k.LAM] = s.forgetting
+        self.cfg[k.MU] = s.mu
+        self.cfg[k.MAX_TRACE] = s.max_trace_factor * m / s.mu
+        self.cfg[k.PLAM] = s.power_forgetting
+        self.cfg[k.PP0] = s.power_p0
+        self.cfg[k.PMAX_TRACE] = 4.0 * s.power_p0
+        self.cfg[k.IDLE_W] = idle_power_w
+        self.cfg[k.DCD_H] = s.dcd_h
+        self.icfg[k.ALGO] = k.ALGO_RLS if s.algorithm == "rls" else k.ALGO_DCD
+        self.icfg[k.MB] = s.dcd_mb
+        self.icfg[k.NU] = s.dcd_nu
+        self.icfg[k.WARMUP] = m if s.warmup < 0 else s.warmup
+        self.vecs[k.A_INIT] = s.a_init
+        self.vecs[k.SCALE] = 1.0
+        if s.counter_scales:
+            self.vecs[k.SCALE, 2:] = s.counter_scales
+        # Power prior: dynamic power only (c2 = 1 W at the top level), so that before any
+        # measurement the energy policy prefers the slowest level that meets the target.
+        self.pw[k.C_INIT] = (0.0, 0.0, 1.0, 0.0)
+
+    def reset(self) -> None:
+        """Forget everything learned: coefficients back to their priors, history cleared."""
+        m = self.settings.n_features
+        self.vecs[k.A] = self.vecs[k.A_INIT]
+        self.vecs[k.RES] = 0.0
+        self.vecs[k.PREV] = 0.0
+        if self.settings.algorithm == "rls":
+            self.P[:] = np.eye(m) / self.settings.mu
+        else:
+            self.P[:] = np.eye(m) * self.settings.mu
+        self.pw[k.C] = self.pw[k.C_INIT]
+        self.Pc[:] = np.eye(4) * self.settings.power_p0
+        self.stats[:] = 0
+        self.out[:] = math.nan
+        self.scal[:] = math.nan
+
+    def update(
+        self,
+        frame_time_ms: float,
+        freq_mhz: float,
+        counters: FloatArray = _NO_COUNTERS,
+        power_w: float = math.nan,
+        busy: float = math.nan,
+        mem_activity: float = math.nan,
+        deadline_ms: float = math.nan,
+    ) -> int:
+        """Learn from one tick and predict for the next; returns `govd.model.tick` flags.
+
+        ``frame_time_ms``: mean GPU time per frame over the tick (NaN when no frame finished);
+        ``freq_mhz``: the frequency that actually ran; ``counters``: the configured counters in
+        order; ``power_w``: average power over the tick; ``busy``: utilisation 0..1;
+        ``mem_activity``: 0..1; ``deadline_ms``: frame deadline (NaN for throughput work).
+        Bad numbers are skipped and counted, never raised.
+        """
+        return int(
+            k.model_tick(
+                self.vecs, self.P, self.pw, self.Pc, self.lv, self.cfg, self.icfg, self.stats,
+                counters, self.out, self.scal, frame_time_ms, freq_mhz, power_w, busy,
+                mem_activity, deadline_ms,
+            )
+        )
+
+    @property
+    def sensitivity_ms_per_mhz(self) -> float:
+        """dt/df at the running frequency. Units: ms/MHz."""
+        return float(self.scal[k.SENS])
+
+    @property
+    def ready(self) -> bool:
+        """True once enough updates were made for the predictions to mean something."""
+        return bool(self.scal[k.READY] == 1.0)
+
+    @property
+    def idle_power_w(self) -> float:
+        """Idle power used in the energy predictions. Units: W."""
+        return float(self.scal[k.P_IDLE])
+
+    @property
+    def fitted_time_ms(self) -> float:
+        """The model's a-priori estimate of the last tick's frame time, with the counters it
+        saw (the one-step prediction error is measured against this). Units: ms."""
+        return float(self.scal[k.T_FIT])
+
+    @property
+    def coefficients(self) -> FloatArray:
+        """Copy of [a0, a1 (ms/GHz), a_counter...]."""
+        return np.array(self.vecs[k.A])
+
+    @property
+    def power_coefficients(self) -> FloatArray:
+        """Copy of [c_idle, c_static_busy, c_dynamic, c_memory] in W."""
+        return np.array(self.pw[k.C])
+
+    def stats_dict(self) -> dict[str, int]:
+        """Counters: ticks, updates, skipped samples, resets, power updates/skips/resets."""
+        names = ("ticks", "updates", "skipped", "resets", "has_sample", "power_updates",
+                 "power_skipped", "power_resets")
+        return {name: int(v) for name, v in zip(names, self.stats, strict=True)}

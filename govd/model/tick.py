@@ -1,0 +1,274 @@
+"""The one compiled call per tick: validate the sample, update the frame-time model (RLS or
+DCD-RLS) and the power model, then predict time, power and energy at every level and the
+sensitivity at the running level.
+
+The state lives in a few preallocated arrays (layout below, owned by `govd.model.online`);
+each Python→numba call costs ~0.2 µs plus ~45 ns per array argument, so everything happens in
+one call. `model_tick_ref` is the NumPy reference the kernel is tested against.
+
+Frame-time features (seed eq. 10), with frequencies in GHz so that a_init = 1 means 1 ms/GHz:
+    h = [t_prev·(f_prev/f − 1), (f − f_prev)/1000, x_1/s_1 − x_1,prev/s_1, ...],  d = t − t_prev
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from govd.model.arrays import FloatArray, IntArray
+from govd.model.dcd import dcd_update, dcd_update_ref
+from govd.model.predict import (
+    interp,
+    interp_ref,
+    power_features,
+    predict_energy,
+    predict_energy_ref,
+    predict_time,
+    predict_time_ref,
+    sensitivity,
+    sensitivity_ref,
+)
+from govd.model.rls import ordered_sum, rls_update, rls_update_ref
+
+# vecs rows (shape [7, M])
+A, A_INIT, RES, PREV, WORK, SCALE, H = range(7)
+N_VEC_ROWS = 7
+# pw rows (shape [4, 4]): power coefficients, their prior, regressor, scratch
+C, C_INIT, PHI, PWORK = range(4)
+# lv rows (shape [2, L]): levels (MHz), g(f) = (f/f_max)(V/V_max)²
+LEVELS, G = range(2)
+# out rows (shape [3, L])
+OUT_T, OUT_P, OUT_E = range(3)
+# cfg (float64)
+LAM, MU, MAX_TRACE, PLAM, PP0, PMAX_TRACE, IDLE_W, DCD_H = range(8)
+N_CFG = 8
+# icfg (int64)
+ALGO, MB, NU, WARMUP = range(4)
+N_ICFG = 4
+ALGO_RLS, ALGO_DCD = 0, 1
+# stats (int64)
+TICKS, UPDATES, SKIPPED, RESETS, HAS_PREV, P_UPDATES, P_SKIPPED, P_RESETS = range(8)
+N_STATS = 8
+# scal (float64)
+SENS, P_IDLE, T_NOW, F_NOW, T_FIT, READY = range(6)
+N_SCAL = 6
+
+# returned flags
+UPDATED, SKIPPED_SAMPLE, WAS_RESET, POWER_UPDATED = 1, 2, 4, 8
+
+# A sample beyond these is not a measurement, whatever the source says.
+MAX_FRAME_MS = 1e6
+MAX_FREQ_MHZ = 1e6
+MAX_COUNTER = 1e12
+MAX_POWER_W = 1e5
+
+
+@njit(cache=True)
+def _valid_sample(t_ms: float, f_mhz: float, x: FloatArray, scale: FloatArray) -> bool:
+    if not (np.isfinite(t_ms) and 0.0 < t_ms <= MAX_FRAME_MS):
+        return False
+    if not (np.isfinite(f_mhz) and 0.0 < f_mhz <= MAX_FREQ_MHZ):
+        return False
+    for i in range(x.shape[0]):
+        v = x[i] / scale[2 + i]
+        if not (np.isfinite(v) and abs(v) <= MAX_COUNTER):
+            return False
+    return True
+
+
+@njit(cache=True)
+def model_tick(
+    vecs: FloatArray,
+    P: FloatArray,
+    pw: FloatArray,
+    Pc: FloatArray,
+    lv: FloatArray,
+    cfg: FloatArray,
+    icfg: IntArray,
+    stats: IntArray,
+    x: FloatArray,
+    out: FloatArray,
+    scal: FloatArray,
+    t_ms: float,
+    f_mhz: float,
+    power_w: float,
+    busy: float,
+    mem: float,
+    deadline_ms: float,
+) -> int:
+    """Update with one tick's sample and predict at every level; returns flags, never raises."""
+    flags = 0
+    stats[TICKS] += 1
+    m = vecs.shape[1]
+    if _valid_sample(t_ms, f_mhz, x, vecs[SCALE]):
+        if stats[HAS_PREV] == 1:
+            t_prev = vecs[PREV, 0]
+            f_prev = vecs[PREV, 1]
+            h = vecs[H]
+            h[0] = t_prev * (f_prev / f_mhz - 1.0)
+            h[1] = (f_mhz - f_prev) * 1e-3
+            for i in range(2, m):
+                h[i] = x[i - 2] / vecs[SCALE, i] - vecs[PREV, i]
+            fit = t_prev
+            for i in range(m):
+                fit += h[i] * vecs[A, i]
+            scal[T_FIT] = fit
+            d = t_ms - t_prev
+            if icfg[ALGO] == ALGO_RLS:
+                rc = rls_update(
+                    vecs[A], P, h, d, cfg[LAM], cfg[MAX_TRACE], vecs[A_INIT], 1.0 / cfg[MU],
+                    vecs[WORK],
+                )
+            else:
+                rc = dcd_update(
+                    vecs[A], P, vecs[RES], h, d, cfg[LAM], cfg[MU], cfg[DCD_H], icfg[MB],
+                    icfg[NU], vecs[A_INIT],
+                )
+            stats[UPDATES] += 1
+            flags |= UPDATED
+            if rc != 0:
+                stats[RESETS] += 1
+                flags |= WAS_RESET
+        vecs[PREV, 0] = t_ms
+        vecs[PREV, 1] = f_mhz
+        for i in range(2, m):
+            vecs[PREV, i] = x[i - 2] / vecs[SCALE, i]
+        stats[HAS_PREV] = 1
+    else:
+        stats[SKIPPED] += 1
+        flags |= SKIPPED_SAMPLE
+
+    mem_now = mem if (np.isfinite(mem) and 0.0 <= mem <= 1.0) else 0.0
+    u = busy
+    if (
+        np.isfinite(power_w) and 0.0 <= power_w <= MAX_POWER_W
+        and np.isfinite(u) and 0.0 <= u <= 1.0
+        and np.isfinite(f_mhz) and 0.0 < f_mhz <= MAX_FREQ_MHZ
+    ):
+        g = interp(f_mhz, lv[LEVELS], lv[G])
+        power_features(u, g, mem_now, pw[PHI])
+        rc = rls_update(
+            pw[C], Pc, pw[PHI], power_w, cfg[PLAM], cfg[PMAX_TRACE], pw[C_INIT], cfg[PP0],
+            pw[PWORK],
+        )
+        stats[P_UPDATES] += 1
+        flags |= POWER_UPDATED
+        if rc != 0:
+            stats[P_RESETS] += 1
+    else:
+        stats[P_SKIPPED] += 1
+
+    if stats[HAS_PREV] == 1:
+        t_now = vecs[PREV, 0]
+        f_now = vecs[PREV, 1]
+        predict_time(t_now, f_now, vecs[A, 0], vecs[A, 1], lv[LEVELS], out[OUT_T])
+        scal[SENS] = sensitivity(t_now, f_now, lv[LEVELS], out[OUT_T])
+        scal[P_IDLE] = predict_energy(
+            pw[C], lv[G], mem_now, out[OUT_T], deadline_ms, cfg[IDLE_W], out[OUT_P], out[OUT_E]
+        )
+        scal[T_NOW] = t_now
+        scal[F_NOW] = f_now
+        scal[READY] = 1.0 if stats[UPDATES] >= icfg[WARMUP] else 0.0
+    else:
+        for k in range(out.shape[1]):
+            out[OUT_T, k] = math.nan
+            out[OUT_P, k] = math.nan
+            out[OUT_E, k] = math.nan
+        scal[SENS] = math.nan
+        scal[READY] = 0.0
+    return flags
+
+
+def model_tick_ref(
+    vecs: FloatArray,
+    P: FloatArray,
+    pw: FloatArray,
+    Pc: FloatArray,
+    lv: FloatArray,
+    cfg: FloatArray,
+    icfg: IntArray,
+    stats: IntArray,
+    x: FloatArray,
+    out: FloatArray,
+    scal: FloatArray,
+    t_ms: float,
+    f_mhz: float,
+    power_w: float,
+    busy: float,
+    mem: float,
+    deadline_ms: float,
+) -> int:
+    """NumPy reference of `model_tick` (same state layout, vectorised arithmetic)."""
+    flags = 0
+    stats[TICKS] += 1
+    scale = vecs[SCALE, 2:]
+    with np.errstate(all="ignore"):
+        xs = x / scale
+    valid = (
+        np.isfinite(t_ms) and 0.0 < t_ms <= MAX_FRAME_MS
+        and np.isfinite(f_mhz) and 0.0 < f_mhz <= MAX_FREQ_MHZ
+        and bool(np.all(np.isfinite(xs) & (np.abs(xs) <= MAX_COUNTER)))
+    )
+    if valid:
+        if stats[HAS_PREV] == 1:
+            t_prev, f_prev = vecs[PREV, 0], vecs[PREV, 1]
+            h = np.concatenate(
+                ([t_prev * (f_prev / f_mhz - 1.0), (f_mhz - f_prev) * 1e-3], xs - vecs[PREV, 2:])
+            )
+            vecs[H] = h
+            scal[T_FIT] = ordered_sum(np.concatenate(([t_prev], h * vecs[A])))
+            d = t_ms - t_prev
+            if icfg[ALGO] == ALGO_RLS:
+                rc = rls_update_ref(
+                    vecs[A], P, h, d, cfg[LAM], cfg[MAX_TRACE], vecs[A_INIT], 1.0 / cfg[MU]
+                )
+            else:
+                rc = dcd_update_ref(
+                    vecs[A], P, vecs[RES], h, d, cfg[LAM], cfg[MU], cfg[DCD_H], int(icfg[MB]),
+                    int(icfg[NU]), vecs[A_INIT],
+                )
+            stats[UPDATES] += 1
+            flags |= UPDATED
+            if rc:
+                stats[RESETS] += 1
+                flags |= WAS_RESET
+        vecs[PREV, 0], vecs[PREV, 1] = t_ms, f_mhz
+        vecs[PREV, 2:] = xs
+        stats[HAS_PREV] = 1
+    else:
+        stats[SKIPPED] += 1
+        flags |= SKIPPED_SAMPLE
+
+    mem_now = mem if (np.isfinite(mem) and 0.0 <= mem <= 1.0) else 0.0
+    if (
+        np.isfinite(power_w) and 0.0 <= power_w <= MAX_POWER_W
+        and np.isfinite(busy) and 0.0 <= busy <= 1.0
+        and np.isfinite(f_mhz) and 0.0 < f_mhz <= MAX_FREQ_MHZ
+    ):
+        g = interp_ref(f_mhz, lv[LEVELS], lv[G])
+        pw[PHI] = [1.0, busy, busy * g, busy * mem_now]
+        rc = rls_update_ref(pw[C], Pc, pw[PHI], power_w, cfg[PLAM], cfg[PMAX_TRACE], pw[C_INIT],
+                            cfg[PP0])
+        stats[P_UPDATES] += 1
+        flags |= POWER_UPDATED
+        if rc:
+            stats[P_RESETS] += 1
+    else:
+        stats[P_SKIPPED] += 1
+
+    if stats[HAS_PREV] == 1:
+        t_now, f_now = vecs[PREV, 0], vecs[PREV, 1]
+        out[OUT_T] = predict_time_ref(t_now, f_now, vecs[A, 0], vecs[A, 1], lv[LEVELS])
+        scal[SENS] = sensitivity_ref(t_now, f_now, lv[LEVELS], out[OUT_T])
+        p, e, p_idle = predict_energy_ref(pw[C], lv[G], mem_now, out[OUT_T], deadline_ms,
+                                          cfg[IDLE_W])
+        out[OUT_P], out[OUT_E], scal[P_IDLE] = p, e, p_idle
+        scal[T_NOW], scal[F_NOW] = t_now, f_now
+        scal[READY] = 1.0 if stats[UPDATES] >= icfg[WARMUP] else 0.0
+    else:
+        out[:] = math.nan
+        scal[SENS] = math.nan
+        scal[READY] = 0.0
+    return flags

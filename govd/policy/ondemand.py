@@ -4,8 +4,9 @@
 drivers/devfreq/governor_simpleondemand.c with C's unsigned arithmetic (``unsigned long`` taken as
 64 bits, as on every 64-bit kernel), and `lowest_level_at_least` is what the devfreq core then
 does with the answer (clamp to the bounds, then the lowest OPP at or above it). The one
-deviation: where the kernel would divide by zero (``total_time`` >= 2^31 after the overflow shift,
-whose low 32 bits, all ``div_u64`` keeps of its divisor, are zero) we answer max instead of oopsing.
+deviation: where the kernel would divide by zero (a shifted ``total_time`` that is a non-zero
+multiple of 2^32, since ``div_u64`` keeps only the low 32 bits of its divisor) we answer max
+instead of oopsing; that takes an interval of over six days in µs.
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ def _levels_hz(levels_mhz: FloatArray) -> list[int]:
 class Ondemand:
     """simple_ondemand on the device's utilisation; busy and total are taken in µs.
 
-    When the device reports no utilisation (busy NaN) it cannot decide: it keeps the running
-    level and counts the tick in ``undecided``.
+    When the device reports no utilisation (busy or interval NaN) it cannot decide: it keeps
+    the running level and counts the tick in ``undecided``.
     """
 
     name: ClassVar[str] = "ondemand"

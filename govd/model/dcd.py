@@ -30,7 +30,9 @@ RESET = 1
 
 
 @njit(cache=True)
-def dcd_reset(w: FloatArray, R: FloatArray, r: FloatArray, a_init: FloatArray, delta: float) -> None:
+def dcd_reset(
+    w: FloatArray, R: FloatArray, r: FloatArray, a_init: FloatArray, delta: float
+) -> None:
     """Put the prior back: w = a_init, R = δ I, r = 0."""
     m = w.shape[0]
     for i in range(m):

@@ -34,5 +34,5 @@ class FrameSource(ABC):
         """Counters of what was received, accepted and rejected (and why)."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: not every source holds resources
         """Release sockets and files."""

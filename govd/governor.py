@@ -1,0 +1,140 @@
+"""The pure core: one `Governor` per device turns a tick's `Sample` into a `Decision`.
+
+No I/O, no clock, no logging: the daemon, the evaluator, trace replay and the tests all drive
+this same object; only what feeds it differs.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from govd.model.arrays import FloatArray
+from govd.model.online import OnlineModel
+from govd.model.settings import ModelSettings
+from govd.policy.base import Outlook, Policy
+from govd.target import Target
+
+_NO_COUNTERS = np.zeros(0)
+
+
+@dataclass(slots=True)
+class Sample:
+    """What one tick observed on one device."""
+
+    freq_mhz: float
+    """Frequency that actually ran (read back). Units: MHz."""
+    frame_time_ms: float = math.nan
+    """Mean GPU time per frame completed in the tick; NaN when none completed. Units: ms."""
+    frame_count: int = 0
+    """Frames completed in the tick."""
+    interval_s: float = 0.05
+    """Length of the tick. Units: s."""
+    busy: float = math.nan
+    """Device utilisation 0..1; NaN lets the governor derive it from the frames."""
+    power_w: float = math.nan
+    """Average power over the tick (idle included). Units: W."""
+    mem_activity: float = math.nan
+    """Memory activity 0..1, NaN when unknown."""
+    counters: FloatArray = field(default_factory=lambda: _NO_COUNTERS)
+    """The model's counters, in `ModelSettings.counters` order."""
+
+
+@dataclass(slots=True)
+class Decision:
+    """The level chosen for the next tick, and what the model predicted."""
+
+    level: int
+    """Index of the chosen level (ascending table)."""
+    freq_mhz: float
+    """The chosen level's frequency. Units: MHz."""
+    outlook: Outlook
+    """Everything the policy saw, predictions included (views valid until the next step)."""
+    model_flags: int
+    """`govd.model.tick` flags of this step's update (updated, skipped, reset...)."""
+
+
+class Governor:
+    """Model + policy for one device: `step` once per tick."""
+
+    def __init__(
+        self,
+        levels_mhz: Sequence[float] | FloatArray,
+        policy: Policy,
+        target: Target,
+        model_settings: ModelSettings | None = None,
+        bounds_mhz: tuple[float, float] | None = None,
+        idle_power_w: float = math.nan,
+    ) -> None:
+        """``levels_mhz``: the device's levels, ascending; ``bounds_mhz``: (min, max) allowed,
+        None for all; ``idle_power_w``: known idle power (W) or NaN to learn it."""
+        self.model = OnlineModel(levels_mhz, model_settings, idle_power_w)
+        self.policy = policy
+        self.target = target
+        self.levels_mhz = self.model.levels_mhz
+        self._levels = [float(f) for f in self.levels_mhz]
+        self.lo, self.hi = 0, len(self._levels) - 1
+        if bounds_mhz is not None:
+            self.set_bounds(*bounds_mhz)
+        self.ticks = 0
+
+    def set_bounds(self, min_mhz: float, max_mhz: float) -> None:
+        """Restrict decisions to levels within [min_mhz, max_mhz] (at least one level)."""
+        if not min_mhz <= max_mhz:
+            raise ValueError(f"bounds min {min_mhz} MHz > max {max_mhz} MHz")
+        inside = [i for i, f in enumerate(self._levels) if min_mhz <= f <= max_mhz]
+        if not inside:
+            raise ValueError(f"no level within [{min_mhz}, {max_mhz}] MHz")
+        self.lo, self.hi = inside[0], inside[-1]
+
+    def nearest_level(self, freq_mhz: float) -> int:
+        """Index of the level nearest to ``freq_mhz`` (the hardware may run between levels)."""
+        levels = self._levels
+        if not math.isfinite(freq_mhz):
+            return self.hi
+        i = bisect_left(levels, freq_mhz)
+        if i == 0:
+            return 0
+        if i == len(levels):
+            return i - 1
+        return i if levels[i] - freq_mhz < freq_mhz - levels[i - 1] else i - 1
+
+    def step(self, sample: Sample) -> Decision:
+        """Learn from the tick, predict every level, let the policy choose the next one."""
+        busy = sample.busy
+        if not math.isfinite(busy) and sample.frame_count > 0 and sample.interval_s > 0:
+            busy = min(1.0, sample.frame_count * sample.frame_time_ms / (sample.interval_s * 1e3))
+        deadline_ms = self.target.deadline_ms
+        flags = self.model.update(
+            sample.frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
+            sample.mem_activity, deadline_ms,
+        )
+        model = self.model
+        view = Outlook(
+            levels_mhz=self.levels_mhz,
+            lo=self.lo,
+            hi=self.hi,
+            current=self.nearest_level(sample.freq_mhz),
+            time_ms=model.time_ms,
+            power_w=model.power_w,
+            energy_mj=model.energy_mj,
+            sensitivity_ms_per_mhz=model.sensitivity_ms_per_mhz,
+            model_ready=model.ready,
+            busy=busy,
+            interval_s=sample.interval_s,
+            target=self.target,
+            tick=self.ticks,
+        )
+        level = min(max(int(self.policy.decide(view)), self.lo), self.hi)
+        self.ticks += 1
+        return Decision(level, self._levels[level], view, flags)
+
+    def reset(self) -> None:
+        """Forget the model and the policy's history (new workload, device taken back)."""
+        self.model.reset()
+        self.policy.reset()
+        self.ticks = 0

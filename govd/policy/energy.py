@@ -1,0 +1,61 @@
+"""`energy`: the least predicted energy per frame that still meets the target.
+
+With a frame-rate target, a level is feasible when its predicted frame time, inflated by the
+safety margin, fits the deadline 1000/fps ms; with a slowdown target, when it is within
+(1 + max_slowdown) of the predicted time at the fastest level. Among feasible levels the one
+with the least predicted energy (busy + idle until the deadline) wins; the running level is
+kept unless the winner saves more than ``hysteresis`` of its energy, so the choice does not
+flap on noise. Nothing feasible, or a model not yet ready: the fastest allowed level.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+from govd.policy.base import Outlook
+
+
+class EnergyPolicy:
+    """Energy minimum under a frame-rate or slowdown constraint (seed 000 §V-F)."""
+
+    name: ClassVar[str] = "energy"
+    uses_model: ClassVar[bool] = True
+
+    def __init__(self, margin: float = 0.05, hysteresis: float = 0.02) -> None:
+        """``margin``: predicted times are inflated by (1 + margin) before the feasibility test;
+        ``hysteresis``: relative energy saving needed to leave a feasible running level."""
+        if not (math.isfinite(margin) and 0.0 <= margin < 1.0):
+            raise ValueError(f"margin must be in [0, 1), got {margin!r}")
+        if not (math.isfinite(hysteresis) and 0.0 <= hysteresis < 1.0):
+            raise ValueError(f"hysteresis must be in [0, 1), got {hysteresis!r}")
+        self.margin = margin
+        self.hysteresis = hysteresis
+
+    def decide(self, view: Outlook) -> int:
+        """The least-energy feasible level in [lo, hi]; the fastest allowed if none."""
+        if not view.model_ready:
+            return view.hi
+        time_ms, energy_mj = view.time_ms, view.energy_mj
+        if view.target.fps is not None:
+            limit_ms = view.target.deadline_ms
+        else:
+            assert view.target.max_slowdown is not None
+            limit_ms = (1.0 + view.target.max_slowdown) * float(time_ms.min())
+        limit_ms /= 1.0 + self.margin
+        best, best_mj = view.hi, math.inf
+        for level in range(view.lo, view.hi + 1):
+            if time_ms[level] <= limit_ms and energy_mj[level] < best_mj:
+                best, best_mj = level, float(energy_mj[level])
+        current = view.current
+        if (
+            best_mj < math.inf
+            and view.lo <= current <= view.hi
+            and time_ms[current] <= limit_ms
+            and energy_mj[current] <= best_mj * (1.0 + self.hysteresis)
+        ):
+            return current
+        return best
+
+    def reset(self) -> None:
+        """The policy keeps no history beyond the running level it is shown."""

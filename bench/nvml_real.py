@@ -27,7 +27,7 @@ import signal
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -49,16 +49,24 @@ def _spread_ms(values_ms: list[float]) -> dict[str, float | int]:
             "min": ordered[0], "max": ordered[-1]}
 
 
-def time_locks(device: NvmlDevice, hold_ms: float) -> dict[str, Any]:
-    """Lock each graphics level, timing the set call and reading back the clock after hold_ms."""
+def _time_sets(levels_mhz: Iterable[float], set_level: Callable[[float], None],
+               read_back_mhz: Callable[[], float], hold_ms: float) -> list[dict[str, float]]:
+    """Set each level in turn, timing the set call, and read the clock back after hold_ms."""
     steps = []
-    for level_mhz in device.levels_mhz:
+    for level_mhz in levels_mhz:
         start = time.perf_counter()
-        device.set_level(float(level_mhz))
+        set_level(float(level_mhz))
         set_ms = (time.perf_counter() - start) * 1000
         time.sleep(hold_ms / 1000)
         steps.append({"level_mhz": float(level_mhz), "set_ms": set_ms,
-                      "read_back_mhz": device.read().freq_mhz})
+                      "read_back_mhz": read_back_mhz()})
+    return steps
+
+
+def time_locks(device: NvmlDevice, hold_ms: float) -> dict[str, Any]:
+    """Lock each graphics level, timing the set call and reading back the clock running."""
+    steps = _time_sets(device.levels_mhz, device.set_level, lambda: device.read().freq_mhz,
+                       hold_ms)
     return {"set_ms": _spread_ms([s["set_ms"] for s in steps]),
             "read_back_differs": sum(s["read_back_mhz"] != s["level_mhz"] for s in steps),
             "steps": steps}
@@ -66,15 +74,9 @@ def time_locks(device: NvmlDevice, hold_ms: float) -> dict[str, Any]:
 
 def time_mem_locks(device: NvmlDevice, hold_ms: float) -> dict[str, Any]:
     """Lock each memory clock in turn (Ampere+), timing the set call; 'not supported' before."""
-    steps = []
     try:
-        for mem_mhz in device.mem_levels_mhz:
-            start = time.perf_counter()
-            device.set_mem_level(float(mem_mhz))
-            set_ms = (time.perf_counter() - start) * 1000
-            time.sleep(hold_ms / 1000)
-            steps.append({"mem_mhz": float(mem_mhz), "set_ms": set_ms,
-                          "read_back_mhz": device.read().mem_freq_mhz})
+        steps = _time_sets(device.mem_levels_mhz, device.set_mem_level,
+                           lambda: device.read().mem_freq_mhz, hold_ms)
     except NotSupported as exc:
         return {"supported": False, "reason": str(exc)}
     return {"supported": True, "set_ms": _spread_ms([s["set_ms"] for s in steps]),

@@ -70,6 +70,11 @@ _ARCH_NAMES = {
     pynvml.NVML_DEVICE_ARCH_HOPPER: "Hopper",
     pynvml.NVML_DEVICE_ARCH_BLACKWELL: "Blackwell",
 }
+# Memory first: resetting it changes which graphics clocks are supported.
+_RESETS = {
+    "memory": pynvml.nvmlDeviceResetMemoryLockedClocks,
+    "graphics": pynvml.nvmlDeviceResetGpuLockedClocks,
+}
 
 
 def _typed(exc: pynvml.NVMLError, what: str) -> DeviceError:
@@ -160,8 +165,7 @@ class NvmlDevice(Device):
         self._levels = self._graphics_levels(int(self._mem_levels[-1]))
         self._locked_mhz: int | None = None
         self._mem_locked_mhz: int | None = None
-        self._wrote_gpu = False
-        self._wrote_mem = False
+        self._written: set[str] = set()
         self._refused = ""
         self._saved: dict[str, Any] | None = None
         self._closed = False
@@ -236,10 +240,8 @@ class NvmlDevice(Device):
         Volta (NOT_SUPPORTED); ``power_w`` is NVML's power reading (mW / 1000).
         """
         h = self._handle
-        freq_mhz = _nvml(f"{self.name}: read graphics clock", pynvml.nvmlDeviceGetClockInfo, h,
-                         pynvml.NVML_CLOCK_GRAPHICS)
-        mem_mhz = _nvml(f"{self.name}: read memory clock", pynvml.nvmlDeviceGetClockInfo, h,
-                        pynvml.NVML_CLOCK_MEM)
+        freq_mhz = self._clock_mhz("graphics", pynvml.NVML_CLOCK_GRAPHICS)
+        mem_mhz = self._clock_mhz("memory", pynvml.NVML_CLOCK_MEM)
         util = _nvml(f"{self.name}: read utilisation", pynvml.nvmlDeviceGetUtilizationRates, h)
         energy_mj = math.nan
         if self._energy_supported:
@@ -267,13 +269,9 @@ class NvmlDevice(Device):
         Raises WriteRefused (NO_PERMISSION, INVALID_ARGUMENT), NotSupported (pre-Volta), DeviceGone.
         """
         target_mhz = self._nearest_level(freq_mhz)
-        if target_mhz == self._locked_mhz:
-            return
-        self.save()
-        self._wrote_gpu = True
-        self._lock(f"lock graphics clock at {target_mhz} MHz", pynvml.nvmlDeviceSetGpuLockedClocks,
-                   target_mhz)
-        self._locked_mhz = target_mhz
+        if target_mhz != self._locked_mhz:
+            self._lock("graphics", pynvml.nvmlDeviceSetGpuLockedClocks, target_mhz)
+            self._locked_mhz = target_mhz
 
     def set_mem_level(self, mem_mhz: float) -> None:
         """Lock the memory clock at ``mem_mhz`` (one of `mem_levels_mhz`); the graphics levels
@@ -283,10 +281,7 @@ class NvmlDevice(Device):
         target_mhz = round(mem_mhz)
         if target_mhz == self._mem_locked_mhz:
             return
-        self.save()
-        self._wrote_mem = True
-        self._lock(f"lock memory clock at {target_mhz} MHz", pynvml.nvmlDeviceSetMemoryLockedClocks,
-                   target_mhz)
+        self._lock("memory", pynvml.nvmlDeviceSetMemoryLockedClocks, target_mhz)
         self._mem_locked_mhz = target_mhz
         if target_mhz in self._mem_levels:
             self._levels = self._graphics_levels(target_mhz)
@@ -298,30 +293,33 @@ class NvmlDevice(Device):
             raise ValueError(f"{self.name}: cannot set a level of {freq_mhz} MHz")
         return int(self._levels[np.argmin(np.abs(self._levels - freq_mhz))])
 
-    def _lock(self, what: str, call: Callable[[Any, int, int], None], clock_mhz: int) -> None:
+    def _lock(self, domain: str, call: Callable[[Any, int, int], None], clock_mhz: int) -> None:
+        self.save()
+        self._written.add(domain)  # before the call: a lock that half-happened gets reset too
         try:
-            _nvml(f"{self.name}: {what}", call, self._handle, clock_mhz, clock_mhz)
+            _nvml(f"{self.name}: lock {domain} clock at {clock_mhz} MHz", call, self._handle,
+                  clock_mhz, clock_mhz)
         except (NotSupported, WriteRefused) as exc:
             # Lacking root or the feature will not change by retrying: stop offering the GPU.
             if isinstance(exc, NotSupported) or _nvml_code(exc) == pynvml.NVML_ERROR_NO_PERMISSION:
                 self._refused = str(exc)
             raise
 
+    def _clock_mhz(self, what: str, clock_type: int) -> int:
+        return int(_nvml(f"{self.name}: read {what} clock", pynvml.nvmlDeviceGetClockInfo,
+                         self._handle, clock_type))
+
     def save(self) -> dict[str, Any]:
         """Identity and clocks found before govd's first write (recorded once; see module doc:
         NVML cannot read a locked range, so ``gpu_locked_before`` is null, i.e. unknown)."""
         if self._saved is None:
-            h = self._handle
             self._saved = {
                 "backend": self.backend,
                 "uuid": self.name,
                 "pci_bus_id": self.pci_bus_id,
                 "product": self.product,
-                "graphics_clock_mhz": _nvml(f"{self.name}: read graphics clock",
-                                            pynvml.nvmlDeviceGetClockInfo, h,
-                                            pynvml.NVML_CLOCK_GRAPHICS),
-                "mem_clock_mhz": _nvml(f"{self.name}: read memory clock",
-                                       pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_MEM),
+                "graphics_clock_mhz": self._clock_mhz("graphics", pynvml.NVML_CLOCK_GRAPHICS),
+                "mem_clock_mhz": self._clock_mhz("memory", pynvml.NVML_CLOCK_MEM),
                 "gpu_locked_before": None,
                 "restore": "reset locked clocks to the driver default",
             }
@@ -329,29 +327,27 @@ class NvmlDevice(Device):
 
     def restore(self) -> None:
         """Reset to the driver default each clock domain govd locked (idempotent)."""
-        if self._wrote_mem:
-            _nvml(f"{self.name}: reset memory clock lock",
-                  pynvml.nvmlDeviceResetMemoryLockedClocks, self._handle)
-            self._wrote_mem = False
-            self._mem_locked_mhz = None
-            self._levels = self._graphics_levels(int(self._mem_levels[-1]))
-        if self._wrote_gpu:
-            _nvml(f"{self.name}: reset graphics clock lock",
-                  pynvml.nvmlDeviceResetGpuLockedClocks, self._handle)
-            self._wrote_gpu = False
-            self._locked_mhz = None
+        for domain in _RESETS:
+            if domain in self._written:
+                self._reset(domain)
 
     def reset_all(self) -> None:
         """Reset both clock locks to the driver default whoever set them; a domain the GPU
         cannot lock (NOT_SUPPORTED) has nothing to reset. Used after a crash."""
-        for what, call in (("memory", pynvml.nvmlDeviceResetMemoryLockedClocks),
-                           ("graphics", pynvml.nvmlDeviceResetGpuLockedClocks)):
+        for domain in _RESETS:
             try:
-                _nvml(f"{self.name}: reset {what} clock lock", call, self._handle)
+                self._reset(domain)
             except NotSupported:
-                log.debug("%s: no %s clock lock to reset on %s", self.name, what, self.product)
-        self._wrote_gpu = self._wrote_mem = False
-        self._locked_mhz = self._mem_locked_mhz = None
+                log.debug("%s: no %s clock lock to reset on %s", self.name, domain, self.product)
+
+    def _reset(self, domain: str) -> None:
+        _nvml(f"{self.name}: reset {domain} clock lock", _RESETS[domain], self._handle)
+        self._written.discard(domain)
+        if domain == "memory":
+            self._mem_locked_mhz = None
+            self._levels = self._graphics_levels(int(self._mem_levels[-1]))
+        else:
+            self._locked_mhz = None
 
 
 def discover_nvml() -> list[NvmlDevice]:

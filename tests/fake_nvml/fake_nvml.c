@@ -385,53 +385,31 @@ int nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj) {
     return OK;
 }
 
-/* Locks: root only, a generation that has the call, min <= max, both inside the supported range. */
-static int check_lock(int gpu, unsigned min_arch, unsigned lo, unsigned hi, unsigned a, unsigned b) {
-    if (spec_of(gpu)->arch < min_arch) return NOT_SUPPORTED;
+/* Locks: root only, a generation that has the call, min <= max inside the supported range.
+ * A reset is a lock to 0..0, the fake's "unlocked", with no range to check. */
+static int lock(void *h, int memory, int reset, unsigned min_mhz, unsigned max_mhz) {
+    DEVICE_ENTRY(h);
+    const struct arch_spec *s = spec_of(gpu);
+    if (s->arch < (memory ? ARCH_AMPERE : ARCH_VOLTA)) return NOT_SUPPORTED;
     if (!is_root()) return NO_PERMISSION;
-    if (a > b || a < lo || b > hi) return INVALID_ARGUMENT;
+    unsigned lo = memory ? s->mem_mhz[s->n_mem - 1] : s->lo_mhz;
+    unsigned hi = memory ? s->mem_mhz[0] : s->hi_mhz;
+    if (!reset && (min_mhz > max_mhz || min_mhz < lo || max_mhz > hi)) return INVALID_ARGUMENT;
+    gpu_set(gpu, memory ? "mem_lock_min" : "lock_min", min_mhz);
+    gpu_set(gpu, memory ? "mem_lock_max" : "lock_max", max_mhz);
+    if (!reset && !memory) gpu_set(gpu, "lock_writes", gpu_int(gpu, "lock_writes", 0) + 1);
+    save_state();
     return OK;
 }
 
 int nvmlDeviceSetGpuLockedClocks(void *h, unsigned min_mhz, unsigned max_mhz) {
-    DEVICE_ENTRY(h);
-    const struct arch_spec *s = spec_of(gpu);
-    int rc = check_lock(gpu, ARCH_VOLTA, s->lo_mhz, s->hi_mhz, min_mhz, max_mhz);
-    if (rc != OK) return rc;
-    gpu_set(gpu, "lock_min", min_mhz);
-    gpu_set(gpu, "lock_max", max_mhz);
-    gpu_set(gpu, "lock_writes", gpu_int(gpu, "lock_writes", 0) + 1);
-    save_state();
-    return OK;
+    return lock(h, 0, 0, min_mhz, max_mhz);
 }
 
-int nvmlDeviceResetGpuLockedClocks(void *h) {
-    DEVICE_ENTRY(h);
-    int rc = check_lock(gpu, ARCH_VOLTA, 0, 0, 0, 0);
-    if (rc != OK) return rc;
-    gpu_set(gpu, "lock_min", 0);
-    gpu_set(gpu, "lock_max", 0);
-    save_state();
-    return OK;
-}
+int nvmlDeviceResetGpuLockedClocks(void *h) { return lock(h, 0, 1, 0, 0); }
 
 int nvmlDeviceSetMemoryLockedClocks(void *h, unsigned min_mhz, unsigned max_mhz) {
-    DEVICE_ENTRY(h);
-    const struct arch_spec *s = spec_of(gpu);
-    int rc = check_lock(gpu, ARCH_AMPERE, s->mem_mhz[s->n_mem - 1], s->mem_mhz[0], min_mhz, max_mhz);
-    if (rc != OK) return rc;
-    gpu_set(gpu, "mem_lock_min", min_mhz);
-    gpu_set(gpu, "mem_lock_max", max_mhz);
-    save_state();
-    return OK;
+    return lock(h, 1, 0, min_mhz, max_mhz);
 }
 
-int nvmlDeviceResetMemoryLockedClocks(void *h) {
-    DEVICE_ENTRY(h);
-    int rc = check_lock(gpu, ARCH_AMPERE, 0, 0, 0, 0);
-    if (rc != OK) return rc;
-    gpu_set(gpu, "mem_lock_min", 0);
-    gpu_set(gpu, "mem_lock_max", 0);
-    save_state();
-    return OK;
-}
+int nvmlDeviceResetMemoryLockedClocks(void *h) { return lock(h, 1, 1, 0, 0); }

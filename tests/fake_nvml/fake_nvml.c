@@ -1,0 +1,415 @@
+/*
+ * A fake libnvidia-ml.so.1 for govd's tests: nvidia-ml-py (pynvml) loads it through ctypes, so the
+ * real Python binding runs against it. It implements only the symbols govd's NVML backend reaches,
+ * with NVML's ABI (nvmlReturn_t = int, handles are pointers, nvmlPciInfo_t as in nvml.h v3) and
+ * NVML's rules: clock locks need root, Volta+ for locked graphics clocks and the energy counter,
+ * Ampere+ for locked memory clocks, min <= max inside the supported range, UNINITIALIZED before
+ * nvmlInit and after a simulated driver reload, GPU_IS_LOST when a GPU is marked lost.
+ *
+ * State lives in a key=value text file named by FAKE_NVML_STATE, read on every call and rewritten
+ * on every write, so the test, the process under test and a later `govd restore` all see the same
+ * GPU. Without FAKE_NVML_STATE the state is in memory only. Keys (per-GPU keys `gpuN.<key>`
+ * override the global `<key>`):
+ *   gpus=2               number of GPUs (default 1)
+ *   arch=hopper          hopper | ampere | volta | pascal (default hopper)
+ *   root=0|1             whether the caller counts as root (default: geteuid() == 0)
+ *   busy=50              GPU utilisation in percent (default 50)
+ *   lost=1               the GPU has fallen off the bus
+ *   reload=N             bump it to simulate a driver reload: old sessions get UNINITIALIZED
+ *   gpuN.lock_min/lock_max, gpuN.mem_lock_min/mem_lock_max   locked clocks, MHz (0 = unlocked)
+ *   gpuN.lock_writes     how many times SetGpuLockedClocks succeeded (tests count writes)
+ *   gpuN.energy_mj, gpuN.energy_at_ms                      energy counter and when it last advanced
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+    OK = 0, UNINITIALIZED = 1, INVALID_ARGUMENT = 2, NOT_SUPPORTED = 3, NO_PERMISSION = 4,
+    NOT_FOUND = 6, INSUFFICIENT_SIZE = 7, GPU_IS_LOST = 15, UNKNOWN = 999
+};
+enum { CLOCK_GRAPHICS = 0, CLOCK_SM = 1, CLOCK_MEM = 2 };
+enum { ARCH_PASCAL = 4, ARCH_VOLTA = 5, ARCH_AMPERE = 7, ARCH_HOPPER = 9 };
+
+#define MAX_GPUS 8
+#define MAX_KEYS 128
+
+typedef struct {
+    char busIdLegacy[16];
+    unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+typedef struct { unsigned gpu, memory; } nvmlUtilization_t;
+
+struct fake_gpu { int index; };
+
+/* Graphics levels are lo + i*num/den MHz (V100's alternate 7 and 8 MHz steps), the same at every
+ * memory clock; memory clocks are listed highest (default) first, as NVML lists them. */
+struct arch_spec {
+    const char *key, *name;
+    unsigned arch, pci_id, n_mem, mem_mhz[2], lo_mhz, hi_mhz, num, den, idle_mw, max_mw;
+};
+
+static const struct arch_spec ARCHS[] = {
+    {"hopper", "NVIDIA H100 80GB HBM3", ARCH_HOPPER, 0x233010DE, 2, {2619, 1593}, 345, 1980, 15, 1,
+     70000, 700000},
+    {"ampere", "NVIDIA A100-SXM4-40GB", ARCH_AMPERE, 0x20B010DE, 2, {1215, 405}, 210, 1410, 15, 1,
+     50000, 400000},
+    {"volta", "Tesla V100-SXM2-16GB", ARCH_VOLTA, 0x1DB110DE, 1, {877}, 135, 1530, 15, 2, 40000,
+     300000},
+    {"pascal", "Tesla P100-PCIE-16GB", ARCH_PASCAL, 0x15F810DE, 1, {715}, 544, 1324, 13, 1, 30000,
+     250000},
+};
+
+static struct { char key[48]; char val[48]; } kv[MAX_KEYS];
+static int n_kv;
+static int init_count;
+static long reload_at_init;
+static struct fake_gpu gpus[MAX_GPUS];
+
+static void load_state(void) {
+    const char *path = getenv("FAKE_NVML_STATE");
+    if (!path) return;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[128];
+    n_kv = 0;
+    while (n_kv < MAX_KEYS && fgets(line, sizeof line, f)) {
+        char *eq = strchr(line, '=');
+        if (!eq) continue;
+        *eq = 0;
+        line[strcspn(line, " \t")] = 0;
+        char *val = eq + 1;
+        val[strcspn(val, "\r\n")] = 0;
+        snprintf(kv[n_kv].key, sizeof kv[n_kv].key, "%.47s", line);
+        snprintf(kv[n_kv].val, sizeof kv[n_kv].val, "%.47s", val);
+        n_kv++;
+    }
+    fclose(f);
+}
+
+static void save_state(void) {
+    const char *path = getenv("FAKE_NVML_STATE");
+    if (!path) return;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    for (int i = 0; i < n_kv; i++) fprintf(f, "%s=%s\n", kv[i].key, kv[i].val);
+    fclose(f);
+    rename(tmp, path); /* atomic, so a reader never sees half a file */
+}
+
+static const char *get(const char *key) {
+    for (int i = 0; i < n_kv; i++)
+        if (strcmp(kv[i].key, key) == 0) return kv[i].val;
+    return NULL;
+}
+
+static void set(const char *key, long long value) {
+    int i = 0;
+    while (i < n_kv && strcmp(kv[i].key, key) != 0) i++;
+    if (i == n_kv) {
+        if (n_kv == MAX_KEYS) return;
+        n_kv++;
+        snprintf(kv[i].key, sizeof kv[i].key, "%.47s", key);
+    }
+    snprintf(kv[i].val, sizeof kv[i].val, "%lld", value);
+}
+
+static const char *gpu_get(int gpu, const char *key) {
+    char full[48];
+    snprintf(full, sizeof full, "gpu%d.%s", gpu, key);
+    const char *v = get(full);
+    return v ? v : get(key);
+}
+
+static long long gpu_int(int gpu, const char *key, long long fallback) {
+    const char *v = gpu_get(gpu, key);
+    return v ? atoll(v) : fallback;
+}
+
+static void gpu_set(int gpu, const char *key, long long value) {
+    char full[48];
+    snprintf(full, sizeof full, "gpu%d.%s", gpu, key);
+    set(full, value);
+}
+
+static int gpu_count(void) {
+    const char *v = get("gpus");
+    int n = v ? atoi(v) : 1;
+    return n < 0 ? 0 : n > MAX_GPUS ? MAX_GPUS : n;
+}
+
+static int is_root(void) {
+    const char *v = get("root");
+    return v ? atoi(v) != 0 : geteuid() == 0;
+}
+
+static const struct arch_spec *spec_of(int gpu) {
+    const char *a = gpu_get(gpu, "arch");
+    for (size_t i = 0; a && i < sizeof ARCHS / sizeof ARCHS[0]; i++)
+        if (strcmp(ARCHS[i].key, a) == 0) return &ARCHS[i];
+    return &ARCHS[0];
+}
+
+static unsigned n_levels(const struct arch_spec *s) {
+    return (s->hi_mhz - s->lo_mhz) * s->den / s->num + 1;
+}
+
+static unsigned level(const struct arch_spec *s, unsigned i) { return s->lo_mhz + i * s->num / s->den; }
+
+/* The driver runs the highest supported level not above the lock's upper bound. */
+static unsigned graphics_running(int gpu) {
+    const struct arch_spec *s = spec_of(gpu);
+    long long lock_max = gpu_int(gpu, "lock_max", 0);
+    if (lock_max == 0) return gpu_int(gpu, "busy", 50) > 0 ? s->hi_mhz : s->lo_mhz;
+    unsigned best = s->lo_mhz;
+    for (unsigned i = 0; i < n_levels(s); i++)
+        if (level(s, i) <= lock_max) best = level(s, i);
+    return best;
+}
+
+static unsigned mem_running(int gpu) {
+    const struct arch_spec *s = spec_of(gpu);
+    long long lock_max = gpu_int(gpu, "mem_lock_max", 0);
+    for (unsigned i = 0; lock_max && i < s->n_mem; i++)
+        if (s->mem_mhz[i] <= lock_max) return s->mem_mhz[i];
+    return s->mem_mhz[0];
+}
+
+static unsigned power_mw(int gpu) {
+    const struct arch_spec *s = spec_of(gpu);
+    double share = (double)graphics_running(gpu) / s->hi_mhz;
+    double busy = gpu_int(gpu, "busy", 50) / 100.0;
+    return (unsigned)(s->idle_mw + (s->max_mw - s->idle_mw) * busy * share * share);
+}
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* shared by every process that reads the state file */
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* Every entry point starts here: initialised, state fresh, no driver reload since nvmlInit. */
+static int begin(void) {
+    if (init_count == 0) return UNINITIALIZED;
+    load_state();
+    const char *r = get("reload");
+    return (r ? atol(r) : 0) == reload_at_init ? OK : UNINITIALIZED;
+}
+
+static int begin_device(struct fake_gpu *h, int *gpu) {
+    int rc = begin();
+    if (rc != OK) return rc;
+    if (h < gpus || h >= gpus + MAX_GPUS || h->index >= gpu_count()) return INVALID_ARGUMENT;
+    *gpu = h->index;
+    return gpu_int(*gpu, "lost", 0) ? GPU_IS_LOST : OK;
+}
+
+#define DEVICE_ENTRY(h)                                   \
+    int gpu, rc_ = begin_device((struct fake_gpu *)(h), &gpu); \
+    if (rc_ != OK) return rc_
+
+int nvmlInitWithFlags(unsigned flags) {
+    (void)flags;
+    load_state();
+    if (init_count == 0) {
+        const char *r = get("reload");
+        reload_at_init = r ? atol(r) : 0;
+    }
+    for (int i = 0; i < MAX_GPUS; i++) gpus[i].index = i;
+    init_count++;
+    return OK;
+}
+
+int nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
+
+int nvmlShutdown(void) {
+    if (init_count == 0) return UNINITIALIZED;
+    init_count--;
+    return OK;
+}
+
+const char *nvmlErrorString(int rc) {
+    switch (rc) {
+    case OK: return "Success";
+    case UNINITIALIZED: return "Uninitialized";
+    case INVALID_ARGUMENT: return "Invalid Argument";
+    case NOT_SUPPORTED: return "Not Supported";
+    case NO_PERMISSION: return "Insufficient Permissions";
+    case NOT_FOUND: return "Not Found";
+    case INSUFFICIENT_SIZE: return "Insufficient Size";
+    case GPU_IS_LOST: return "GPU is lost";
+    default: return "Unknown Error";
+    }
+}
+
+int nvmlDeviceGetCount_v2(unsigned *count) {
+    int rc = begin();
+    if (rc != OK) return rc;
+    if (!count) return INVALID_ARGUMENT;
+    *count = (unsigned)gpu_count();
+    return OK;
+}
+
+int nvmlDeviceGetHandleByIndex_v2(unsigned index, struct fake_gpu **handle) {
+    int rc = begin();
+    if (rc != OK) return rc;
+    if (!handle || index >= (unsigned)gpu_count()) return INVALID_ARGUMENT;
+    if (gpu_int((int)index, "lost", 0)) return GPU_IS_LOST;
+    *handle = &gpus[index];
+    return OK;
+}
+
+static void uuid_of(int gpu, char *out, size_t size) {
+    snprintf(out, size, "GPU-fa4e%04x-0000-4000-8000-%012d", spec_of(gpu)->arch, gpu);
+}
+
+int nvmlDeviceGetHandleByUUID(const char *uuid, struct fake_gpu **handle) {
+    int rc = begin();
+    if (rc != OK) return rc;
+    if (!uuid || !handle) return INVALID_ARGUMENT;
+    for (int i = 0; i < gpu_count(); i++) {
+        char mine[96];
+        uuid_of(i, mine, sizeof mine);
+        if (strcmp(mine, uuid) == 0) {
+            if (gpu_int(i, "lost", 0)) return GPU_IS_LOST;
+            *handle = &gpus[i];
+            return OK;
+        }
+    }
+    return NOT_FOUND;
+}
+
+int nvmlDeviceGetUUID(void *h, char *uuid, unsigned length) {
+    DEVICE_ENTRY(h);
+    if (!uuid || length < 41) return INSUFFICIENT_SIZE;
+    uuid_of(gpu, uuid, length);
+    return OK;
+}
+
+int nvmlDeviceGetName(void *h, char *name, unsigned length) {
+    DEVICE_ENTRY(h);
+    if (!name || length < 64) return INSUFFICIENT_SIZE;
+    snprintf(name, length, "%s", spec_of(gpu)->name);
+    return OK;
+}
+
+int nvmlDeviceGetArchitecture(void *h, unsigned *arch) {
+    DEVICE_ENTRY(h);
+    if (!arch) return INVALID_ARGUMENT;
+    *arch = spec_of(gpu)->arch;
+    return OK;
+}
+
+int nvmlDeviceGetPciInfo_v3(void *h, nvmlPciInfo_t *pci) {
+    DEVICE_ENTRY(h);
+    if (!pci) return INVALID_ARGUMENT;
+    memset(pci, 0, sizeof *pci);
+    pci->bus = 0x17 + 0x10 * (unsigned)gpu;
+    pci->pciDeviceId = spec_of(gpu)->pci_id;
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02X:00.0", pci->bus);
+    snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", pci->bus);
+    return OK;
+}
+
+/* NVML's two-call protocol: too small a buffer gets the needed count and INSUFFICIENT_SIZE. */
+static int fill_clocks(const unsigned *values, unsigned n, unsigned *count, unsigned *clocks) {
+    if (!count) return INVALID_ARGUMENT;
+    if (!clocks || *count < n) {
+        *count = n;
+        return INSUFFICIENT_SIZE;
+    }
+    memcpy(clocks, values, n * sizeof *values);
+    *count = n;
+    return OK;
+}
+
+int nvmlDeviceGetSupportedMemoryClocks(void *h, unsigned *count, unsigned *clocks) {
+    DEVICE_ENTRY(h);
+    const struct arch_spec *s = spec_of(gpu);
+    return fill_clocks(s->mem_mhz, s->n_mem, count, clocks);
+}
+
+int nvmlDeviceGetSupportedGraphicsClocks(void *h, unsigned mem_mhz, unsigned *count, unsigned *clocks) {
+    DEVICE_ENTRY(h);
+    const struct arch_spec *s = spec_of(gpu);
+    int known = 0;
+    for (unsigned i = 0; i < s->n_mem; i++) known |= s->mem_mhz[i] == mem_mhz;
+    if (!known) return NOT_FOUND;
+    unsigned values[256], n = n_levels(s);
+    for (unsigned i = 0; i < n; i++) values[i] = level(s, n - 1 - i); /* highest first, as NVML */
+    return fill_clocks(values, n, count, clocks);
+}
+
+int nvmlDeviceGetClockInfo(void *h, int type, unsigned *mhz) {
+    DEVICE_ENTRY(h);
+    if (!mhz) return INVALID_ARGUMENT;
+    if (type == CLOCK_GRAPHICS || type == CLOCK_SM) *mhz = graphics_running(gpu);
+    else if (type == CLOCK_MEM) *mhz = mem_running(gpu);
+    else return NOT_SUPPORTED;
+    return OK;
+}
+
+int nvmlDeviceGetUtilizationRates(void *h, nvmlUtilization_t *util) {
+    DEVICE_ENTRY(h);
+    if (!util) return INVALID_ARGUMENT;
+    util->gpu = (unsigned)gpu_int(gpu, "busy", 50);
+    util->memory = util->gpu / 2;
+    return OK;
+}
+
+int nvmlDeviceGetPowerUsage(void *h, unsigned *mw) {
+    DEVICE_ENTRY(h);
+    if (!mw) return INVALID_ARGUMENT;
+    *mw = power_mw(gpu);
+    return OK;
+}
+
+/* The counter accrues the present power since it last advanced, so it never runs backwards. */
+int nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj) {
+    DEVICE_ENTRY(h);
+    if (!mj) return INVALID_ARGUMENT;
+    if (spec_of(gpu)->arch < ARCH_VOLTA) return NOT_SUPPORTED;
+    long long now = now_ms(), at = gpu_int(gpu, "energy_at_ms", now);
+    long long energy = gpu_int(gpu, "energy_mj", 1000000) + (long long)power_mw(gpu) * (now - at) / 1000;
+    gpu_set(gpu, "energy_mj", energy);
+    gpu_set(gpu, "energy_at_ms", now);
+    save_state();
+    *mj = (unsigned long long)energy;
+    return OK;
+}
+
+/* Locks: root only, a generation that has the call, min <= max inside the supported range.
+ * A reset is a lock to 0..0, the fake's "unlocked", with no range to check. */
+static int lock(void *h, int memory, int reset, unsigned min_mhz, unsigned max_mhz) {
+    DEVICE_ENTRY(h);
+    const struct arch_spec *s = spec_of(gpu);
+    if (s->arch < (memory ? ARCH_AMPERE : ARCH_VOLTA)) return NOT_SUPPORTED;
+    if (!is_root()) return NO_PERMISSION;
+    unsigned lo = memory ? s->mem_mhz[s->n_mem - 1] : s->lo_mhz;
+    unsigned hi = memory ? s->mem_mhz[0] : s->hi_mhz;
+    if (!reset && (min_mhz > max_mhz || min_mhz < lo || max_mhz > hi)) return INVALID_ARGUMENT;
+    gpu_set(gpu, memory ? "mem_lock_min" : "lock_min", min_mhz);
+    gpu_set(gpu, memory ? "mem_lock_max" : "lock_max", max_mhz);
+    if (!reset && !memory) gpu_set(gpu, "lock_writes", gpu_int(gpu, "lock_writes", 0) + 1);
+    save_state();
+    return OK;
+}
+
+int nvmlDeviceSetGpuLockedClocks(void *h, unsigned min_mhz, unsigned max_mhz) {
+    return lock(h, 0, 0, min_mhz, max_mhz);
+}
+
+int nvmlDeviceResetGpuLockedClocks(void *h) { return lock(h, 0, 1, 0, 0); }
+
+int nvmlDeviceSetMemoryLockedClocks(void *h, unsigned min_mhz, unsigned max_mhz) {
+    return lock(h, 1, 0, min_mhz, max_mhz);
+}
+
+int nvmlDeviceResetMemoryLockedClocks(void *h) { return lock(h, 1, 1, 0, 0); }

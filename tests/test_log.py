@@ -17,25 +17,14 @@ from govd.telemetry.log import (
     setup_logging,
 )
 
-
-class Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
+# A govd logger and pytest's capture of what it logged.
+Captured = tuple[logging.Logger, pytest.LogCaptureFixture]
 
 
 @pytest.fixture
-def collected() -> Iterator[tuple[logging.Logger, Collect]]:
-    logger = logging.getLogger("govd.test_log")
-    handler = Collect()
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = False
-    yield logger, handler
-    logger.removeHandler(handler)
+def collected(caplog: pytest.LogCaptureFixture) -> Captured:
+    caplog.set_level(logging.DEBUG, logger="govd.test_log")
+    return logging.getLogger("govd.test_log"), caplog
 
 
 @pytest.fixture
@@ -74,29 +63,29 @@ def test_field_names_the_journal_would_drop_are_refused(name: str) -> None:
 
 
 def test_log_fields_attaches_journal_fields_and_skips_none(
-    collected: tuple[logging.Logger, Collect],
+    collected: Captured,
 ) -> None:
-    logger, handler = collected
+    logger, caplog = collected
     log_fields(logger, logging.INFO, "summary", device="card0", power_w=3.5, energy_j=None)
-    (record,) = handler.records
+    (record,) = caplog.records
     assert record.getMessage() == "summary"
     assert record_fields(record) == {"GOVD_DEVICE": "card0", "GOVD_POWER_W": 3.5}
     assert record.funcName == "test_log_fields_attaches_journal_fields_and_skips_none"
 
 
-def test_log_fields_below_level_builds_nothing(collected: tuple[logging.Logger, Collect]) -> None:
-    logger, handler = collected
+def test_log_fields_below_level_builds_nothing(collected: Captured) -> None:
+    logger, caplog = collected
     logger.setLevel(logging.INFO)
     log_fields(logger, logging.DEBUG, "tick", device="card0")
-    assert handler.records == []
+    assert caplog.records == []
 
 
 def test_stderr_lines_carry_fields_as_key_value(
-    collected: tuple[logging.Logger, Collect],
+    collected: Captured,
 ) -> None:
-    logger, handler = collected
+    logger, caplog = collected
     log_fields(logger, logging.WARNING, "overrun", device="card0", frame_ms=17.5)
-    line = StderrFormatter().format(handler.records[0])
+    line = StderrFormatter().format(caplog.records[0])
     assert line == "govd: WARNING govd.test_log: overrun [device=card0 frame_ms=17.5]"
 
 
@@ -133,72 +122,72 @@ def test_unknown_level_name_is_refused() -> None:
         setup_logging("loud", under_systemd=False)
 
 
-def messages(handler: Collect) -> list[str]:
-    return [r.getMessage() for r in handler.records]
+def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records]
 
 
 def test_episode_logs_first_then_count_when_it_ends(
-    collected: tuple[logging.Logger, Collect],
+    collected: Captured,
 ) -> None:
-    logger, handler = collected
+    logger, caplog = collected
     limiter = EpisodeLimiter(logger, report_every_s=60.0)
     key = ("card0", "overrun")
     assert limiter.warn(key, 10.0, "tick overran", tick_ms=80)
     assert not any(limiter.warn(key, 10.0 + i * 0.05, "tick overran") for i in range(1, 5))
     assert limiter.clear(key, 12.5)
-    assert messages(handler) == [
+    assert messages(caplog) == [
         "tick overran",
         "tick overran … repeated 4 times over 2.5 s (ended)",
     ]
-    first, last = (record_fields(r) for r in handler.records)
+    first, last = (record_fields(r) for r in caplog.records)
     assert first == {"GOVD_DEVICE": "card0", "GOVD_WARNING_KIND": "overrun", "GOVD_TICK_MS": 80}
     assert last["GOVD_REPEATS"] == 4 and last["GOVD_EPISODE_S"] == 2.5
-    assert handler.records[0].levelno == logging.WARNING
+    assert caplog.records[0].levelno == logging.WARNING
     # CODE_FUNC in the journal should name who warned, not the limiter.
-    assert {r.funcName for r in handler.records} == {
+    assert {r.funcName for r in caplog.records} == {
         "test_episode_logs_first_then_count_when_it_ends"
     }
 
 
-def test_long_episode_reports_periodically(collected: tuple[logging.Logger, Collect]) -> None:
-    logger, handler = collected
+def test_long_episode_reports_periodically(collected: Captured) -> None:
+    logger, caplog = collected
     limiter = EpisodeLimiter(logger, report_every_s=30.0)
     key = ("gpu0", "read_failed")
     logged = [limiter.warn(key, t, "power read failed") for t in range(0, 71, 10)]
     assert logged == [True, False, False, True, False, False, True, False]
-    assert messages(handler)[1:] == [
+    assert messages(caplog)[1:] == [
         "power read failed … repeated 3 times over 30.0 s (still going)",
         "power read failed … repeated 3 times over 30.0 s (still going)",
     ]
     assert limiter.clear(key, 75.0)
-    assert messages(handler)[-1] == "power read failed … repeated 1 times over 15.0 s (ended)"
+    assert messages(caplog)[-1] == "power read failed … repeated 1 times over 15.0 s (ended)"
     assert not limiter.active(key)
 
 
-def test_episode_with_no_repeats_ends_silently(collected: tuple[logging.Logger, Collect]) -> None:
-    logger, handler = collected
+def test_episode_with_no_repeats_ends_silently(collected: Captured) -> None:
+    logger, caplog = collected
     limiter = EpisodeLimiter(logger)
     limiter.warn(("card0", "clamped"), 1.0, "level clamped")
     assert not limiter.clear(("card0", "clamped"), 2.0)
     assert not limiter.clear(("card0", "never"), 2.0)
-    assert messages(handler) == ["level clamped"]
+    assert messages(caplog) == ["level clamped"]
 
 
 def test_episodes_are_separate_per_device_and_kind(
-    collected: tuple[logging.Logger, Collect],
+    collected: Captured,
 ) -> None:
-    logger, handler = collected
+    logger, caplog = collected
     limiter = EpisodeLimiter(logger)
     for key in [("card0", "overrun"), ("card1", "overrun"), ("card0", "clamped")]:
         assert limiter.warn(key, 0.0, f"{key[1]} on {key[0]}")
         assert not limiter.warn(key, 0.1, f"{key[1]} on {key[0]}")
-    assert len(handler.records) == 3
+    assert len(caplog.records) == 3
     limiter.clear(("card0", "overrun"), 1.0)
     assert limiter.warn(("card0", "overrun"), 2.0, "overrun on card0")
 
 
 def test_episode_report_period_must_be_positive(
-    collected: tuple[logging.Logger, Collect],
+    collected: Captured,
 ) -> None:
     with pytest.raises(ValueError, match="report_every_s"):
         EpisodeLimiter(collected[0], report_every_s=0)

@@ -14,6 +14,7 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import import_module
 
 SYSLOG_IDENTIFIER = "govd"
 FIELD_PREFIX = "GOVD_"
@@ -83,11 +84,12 @@ class StderrFormatter(logging.Formatter):
 
 def _journal_handler() -> logging.Handler | None:
     try:
-        from systemd import journal
+        journal = import_module("systemd.journal")
     except ImportError:
         return None
     # JournalHandler turns every upper-case record attribute (our GOVD_* extras) into a field.
-    return journal.JournalHandler(SYSLOG_IDENTIFIER=SYSLOG_IDENTIFIER)
+    handler: logging.Handler = journal.JournalHandler(SYSLOG_IDENTIFIER=SYSLOG_IDENTIFIER)
+    return handler
 
 
 def setup_logging(level: int | str, under_systemd: bool | None = None) -> logging.Handler:

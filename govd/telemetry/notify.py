@@ -12,6 +12,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping
+from importlib import import_module
 
 
 def _send_datagram(socket_path: str, message: str) -> bool:
@@ -24,10 +25,11 @@ def _send_datagram(socket_path: str, message: str) -> bool:
 
 def _libsystemd_sender() -> Callable[[str], bool] | None:
     try:
-        from systemd import daemon
+        daemon = import_module("systemd.daemon")
     except ImportError:
         return None
-    return daemon.notify  # type: ignore[no-any-return]
+    notify: Callable[[str], bool] = daemon.notify
+    return notify
 
 
 class Notifier:

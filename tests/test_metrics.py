@@ -22,6 +22,7 @@ from govd.telemetry.metrics import (
     check_listen_address,
     start_metrics_server,
 )
+from govd.telemetry.tick import TickRecord
 
 
 @pytest.fixture
@@ -50,14 +51,14 @@ def scrape(server: MetricsServer) -> dict[str, tuple[str, Samples]]:
 
 
 def record_two_ticks(metrics: Metrics) -> None:
-    metrics.record_tick(
+    metrics.record_tick(TickRecord(
         "card0", level_mhz=900, frame_times_ms=[16.0, 20.0], pred_ms=17.0,
         power_w=40.0, energy_j=2.0, policy="energy", switched=False,
-    )
-    metrics.record_tick(
+    ))
+    metrics.record_tick(TickRecord(
         "card0", level_mhz=1200, frame_times_ms=[12.0], pred_ms=12.5,
         power_w=55.0, energy_j=2.75, policy="energy", switched=True,
-    )
+    ))
 
 
 def test_scrape_has_conventional_names_types_and_units(server: MetricsServer) -> None:
@@ -106,10 +107,10 @@ def test_frame_times_land_in_histogram_in_seconds(server: MetricsServer) -> None
 
 
 def test_unmeasured_values_leave_gauges_and_energy_alone(server: MetricsServer) -> None:
-    server.metrics.record_tick(
+    server.metrics.record_tick(TickRecord(
         "gpu1", level_mhz=600, frame_times_ms=[], pred_ms=None,
         power_w=None, energy_j=None, policy="ondemand", switched=False,
-    )
+    ))
     families = scrape(server)
     assert families["govd_power_watts"][1] == {}
     assert families["govd_energy_joules"][1] == {}

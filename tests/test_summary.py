@@ -8,6 +8,7 @@ import pytest
 
 from govd.telemetry.log import record_fields
 from govd.telemetry.summary import DeviceSummary
+from govd.telemetry.tick import TickRecord
 
 # A govd logger and pytest's capture of what it logged.
 Captured = tuple[logging.Logger, pytest.LogCaptureFixture]
@@ -20,10 +21,10 @@ def collected(caplog: pytest.LogCaptureFixture) -> Captured:
 
 
 def tick(summary: DeviceSummary, now_s: float, switched: bool = False) -> bool:
-    return summary.record_tick(
-        now_s, level_mhz=900, frame_times_ms=[16.0, 18.0], pred_ms=17.0,
+    return summary.record_tick(now_s, TickRecord(
+        "card0", level_mhz=900, frame_times_ms=[16.0, 18.0], pred_ms=17.0,
         power_w=40.0, energy_j=2.0, policy="energy", switched=switched,
-    )
+    ))
 
 
 def infos(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -69,10 +70,10 @@ def test_unmeasured_power_and_frames_are_left_out(
     logger, caplog = collected
     summary = DeviceSummary(logger, "gpu0", interval_s=0.5)
     for now_s in (0.0, 0.5):
-        summary.record_tick(
-            now_s, level_mhz=1530, frame_times_ms=[], pred_ms=None,
+        summary.record_tick(now_s, TickRecord(
+            "gpu0", level_mhz=1530, frame_times_ms=[], pred_ms=None,
             power_w=None, energy_j=None, policy="ondemand", switched=False,
-        )
+        ))
     (record,) = infos(caplog)
     assert record.getMessage() == "gpu0: ondemand, 1530 MHz, 0.0 fps, 0 level switches in 0.5 s"
     assert set(record_fields(record)) == {
@@ -95,3 +96,9 @@ def test_info_level_logger_sees_no_per_tick_lines(
 def test_summary_interval_must_be_positive(collected: Captured) -> None:
     with pytest.raises(ValueError, match="summary interval"):
         DeviceSummary(collected[0], "card0", interval_s=0)
+
+
+def test_tick_of_another_device_is_refused(collected: Captured) -> None:
+    summary = DeviceSummary(collected[0], "card1")
+    with pytest.raises(ValueError, match="summary of card1 got a tick of card0"):
+        tick(summary, 0.0)

@@ -9,9 +9,10 @@ configuration explicitly allows another address: the numbers say what runs on th
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from govd.telemetry.tick import TickRecord
 
 # Frame-time buckets (s) around the usual targets: 240, 144, 120, 90, 60, 45, 30, 20, 10 FPS.
 FRAME_TIME_BUCKETS_S = (
@@ -95,32 +96,20 @@ class Metrics:
             ["reason"], registry=r,
         )
 
-    def record_tick(
-        self,
-        device: str,
-        level_mhz: float,
-        frame_times_ms: Sequence[float],
-        pred_ms: float | None,
-        power_w: float | None,
-        energy_j: float | None,
-        policy: str,
-        switched: bool,
-    ) -> None:
-        """Record one tick of `device`: the level running (MHz), the frames completed in the tick
-        (ms each), the predicted frame time at that level (ms), power (W) and the energy used
-        during this tick (J, not a running total), the policy that decided and whether the
-        level changed. None means not measured this tick."""
-        for time_ms in frame_times_ms:
+    def record_tick(self, tick: TickRecord) -> None:
+        """Record one tick of one device (see `TickRecord` for units)."""
+        device = tick.device
+        for time_ms in tick.frame_times_ms:
             self._frame_time.labels(device).observe(time_ms / 1000.0)
-        self._level.labels(device).set(level_mhz * 1e6)
-        if pred_ms is not None:
-            self._predicted.labels(device).set(pred_ms / 1000.0)
-        if power_w is not None:
-            self._power.labels(device).set(power_w)
-        if energy_j is not None:
-            self._energy.labels(device).inc(energy_j)
-        self._decisions.labels(device, policy).inc()
-        if switched:
+        self._level.labels(device).set(tick.level_mhz * 1e6)
+        if tick.pred_ms is not None:
+            self._predicted.labels(device).set(tick.pred_ms / 1000.0)
+        if tick.power_w is not None:
+            self._power.labels(device).set(tick.power_w)
+        if tick.energy_j is not None:
+            self._energy.labels(device).inc(tick.energy_j)
+        self._decisions.labels(device, tick.policy).inc()
+        if tick.switched:
             self._switches.labels(device).inc()
 
     def record_overrun(self, device: str) -> None:

@@ -8,9 +8,9 @@ the level moved) once per interval, with the same numbers as GOVD_* fields.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 from govd.telemetry.log import log_fields
+from govd.telemetry.tick import TickRecord
 
 
 class DeviceSummary:
@@ -37,44 +37,33 @@ class DeviceSummary:
         self._power_sum_w = 0.0
         self._power_ticks = 0
         self._switches = 0
-        self._ticks = 0
 
-    def record_tick(
-        self,
-        now_s: float,
-        level_mhz: float,
-        frame_times_ms: Sequence[float],
-        pred_ms: float | None,
-        power_w: float | None,
-        energy_j: float | None,
-        policy: str,
-        switched: bool,
-    ) -> bool:
-        """Log this tick at DEBUG and add it to the summary: level running (MHz), frames completed
-        (ms each), predicted frame time at the level (ms), power (W), energy used this tick (J).
-        Returns True when the interval was complete and the INFO summary was logged."""
+    def record_tick(self, now_s: float, tick: TickRecord) -> bool:
+        """Log `tick` at DEBUG and add it to the summary at loop time `now_s` (s). Returns True
+        when the interval was complete and the INFO summary was logged."""
+        if tick.device != self.device:
+            raise ValueError(f"summary of {self.device} got a tick of {tick.device}")
         log_fields(
             self._logger, logging.DEBUG,
-            f"{self.device}: {policy} chose {level_mhz:g} MHz",
-            device=self.device, policy=policy, level_mhz=level_mhz,
-            frames=len(frame_times_ms), pred_frame_ms=pred_ms, power_w=power_w,
-            energy_j=energy_j, switched=int(switched),
+            f"{self.device}: {tick.policy} chose {tick.level_mhz:g} MHz",
+            device=self.device, policy=tick.policy, level_mhz=tick.level_mhz,
+            frames=len(tick.frame_times_ms), pred_frame_ms=tick.pred_ms, power_w=tick.power_w,
+            energy_j=tick.energy_j, switched=int(tick.switched),
         )
         if self._start_s is None:
             self._start_s = now_s
-        self._ticks += 1
-        self._frames += len(frame_times_ms)
-        self._frame_time_sum_ms += sum(frame_times_ms)
-        if power_w is not None:
-            self._power_sum_w += power_w
+        self._frames += len(tick.frame_times_ms)
+        self._frame_time_sum_ms += sum(tick.frame_times_ms)
+        if tick.power_w is not None:
+            self._power_sum_w += tick.power_w
             self._power_ticks += 1
-        if energy_j is not None:
-            self._energy_j = (self._energy_j or 0.0) + energy_j
-        self._switches += int(switched)
+        if tick.energy_j is not None:
+            self._energy_j = (self._energy_j or 0.0) + tick.energy_j
+        self._switches += int(tick.switched)
         span_s = now_s - self._start_s
         if span_s < self.interval_s:
             return False
-        self._log_summary(span_s, level_mhz, pred_ms, policy)
+        self._log_summary(span_s, tick.level_mhz, tick.pred_ms, tick.policy)
         self._start_s = now_s
         self._reset()
         return True

@@ -1,0 +1,153 @@
+"""Optional Prometheus exporter: frame times, levels, predictions, power and energy per device.
+
+prometheus-client is imported only when metrics are enabled (`pip install govd[metrics]`).
+The metrics live in a private registry, so nothing else in the process (or a second `Metrics`
+in the tests) shares or pollutes them. The HTTP endpoint binds to loopback unless the
+configuration explicitly allows another address: the numbers say what runs on the GPU.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+
+from govd.telemetry.tick import TickRecord
+
+# Frame-time buckets (s) around the usual targets: 240, 144, 120, 90, 60, 45, 30, 20, 10 FPS.
+FRAME_TIME_BUCKETS_S = (
+    0.0042, 0.0069, 0.0083, 0.0111, 0.0167, 0.0222, 0.0333, 0.05, 0.1, 0.25, 1.0,
+)
+
+
+class MetricsUnavailable(RuntimeError):
+    """Metrics were enabled but prometheus-client is not installed."""
+
+
+class MetricsAddressRefused(ValueError):
+    """The metrics address is not loopback and non-loopback was not allowed."""
+
+
+def _prometheus() -> Any:
+    try:
+        import prometheus_client
+    except ImportError as exc:
+        raise MetricsUnavailable(
+            "metrics are enabled but prometheus-client is not installed: "
+            "install it with `pip install 'govd[metrics]'` or turn metrics off"
+        ) from exc
+    return prometheus_client
+
+
+def check_listen_address(address: str, allow_non_loopback: bool = False) -> None:
+    """Refuse a non-loopback `address` (IP literal or 'localhost') unless allowed."""
+    if address == "localhost":
+        return
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError as exc:
+        raise MetricsAddressRefused(
+            f"metrics address {address!r}: give an IP address such as 127.0.0.1 or ::1"
+        ) from exc
+    if not ip.is_loopback and not allow_non_loopback:
+        raise MetricsAddressRefused(
+            f"metrics address {address} is not loopback: the exporter would publish what runs "
+            "on the GPU to the network; set metrics.allow_non_loopback to do that on purpose"
+        )
+
+
+class Metrics:
+    """govd's Prometheus metrics in a private registry; one `record_tick` per device per tick."""
+
+    def __init__(self) -> None:
+        prom = _prometheus()
+        self.registry = prom.CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self._frame_time = prom.Histogram(
+            "govd_frame_time_seconds", "GPU time per completed frame.", ["device"],
+            buckets=FRAME_TIME_BUCKETS_S, registry=r,
+        )
+        self._level = prom.Gauge(
+            "govd_level_hertz", "Clock level running, as read back from the device.", ["device"],
+            registry=r,
+        )
+        self._predicted = prom.Gauge(
+            "govd_predicted_frame_time_seconds",
+            "Frame time the model predicts at the running level.", ["device"], registry=r,
+        )
+        self._power = prom.Gauge(
+            "govd_power_watts", "GPU power over the last tick.", ["device"], registry=r,
+        )
+        self._energy = prom.Counter(
+            "govd_energy_joules", "GPU energy used while governed.", ["device"], registry=r,
+        )
+        self._decisions = prom.Counter(
+            "govd_decisions", "Level decisions taken.", ["device", "policy"], registry=r,
+        )
+        self._switches = prom.Counter(
+            "govd_level_switches", "Decisions that changed the level.", ["device"], registry=r,
+        )
+        self._overruns = prom.Counter(
+            "govd_ticks_overrun", "Ticks that took longer than the tick period.", ["device"],
+            registry=r,
+        )
+        self._dropped = prom.Counter(
+            "govd_frames_dropped", "Frame reports dropped before reaching the model.",
+            ["reason"], registry=r,
+        )
+
+    def record_tick(self, tick: TickRecord) -> None:
+        """Record one tick of one device (see `TickRecord` for units)."""
+        device = tick.device
+        for time_ms in tick.frame_times_ms:
+            self._frame_time.labels(device).observe(time_ms / 1000.0)
+        self._level.labels(device).set(tick.level_mhz * 1e6)
+        if tick.pred_ms is not None:
+            self._predicted.labels(device).set(tick.pred_ms / 1000.0)
+        if tick.power_w is not None:
+            self._power.labels(device).set(tick.power_w)
+        if tick.energy_j is not None:
+            self._energy.labels(device).inc(tick.energy_j)
+        self._decisions.labels(device, tick.policy).inc()
+        if tick.switched:
+            self._switches.labels(device).inc()
+
+    def record_overrun(self, device: str) -> None:
+        """Count a tick of `device` that overran its period."""
+        self._overruns.labels(device).inc()
+
+    def record_frames_dropped(self, reason: str, count: int = 1) -> None:
+        """Count frame reports dropped for `reason` (e.g. 'parse', 'unknown_sender')."""
+        self._dropped.labels(reason).inc(count)
+
+    def exposition(self) -> bytes:
+        """The metrics in Prometheus text format, as a scrape would return them."""
+        return bytes(_prometheus().generate_latest(self.registry))
+
+
+@dataclass
+class MetricsServer:
+    """A running exporter; `close()` stops it."""
+
+    metrics: Metrics
+    address: str
+    port: int
+    _server: Any
+
+    def close(self) -> None:
+        """Stop serving and free the port."""
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def start_metrics_server(
+    metrics: Metrics, address: str = "127.0.0.1", port: int = 9464,
+    allow_non_loopback: bool = False,
+) -> MetricsServer:
+    """Serve `metrics` at http://address:port/metrics from a daemon thread; port 0 picks a free
+    port (see `.port`)."""
+    check_listen_address(address, allow_non_loopback)
+    server, _thread = _prometheus().start_http_server(
+        port, addr=address, registry=metrics.registry
+    )
+    return MetricsServer(metrics, address, int(server.server_port), server)

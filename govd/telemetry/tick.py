@@ -1,0 +1,26 @@
+"""What telemetry learns from one control-loop tick of one device."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class TickRecord:
+    """One device's tick as the journal summary and the metrics exporter see it.
+
+    `level_mhz`: the level running, as read back (MHz). `frame_times_ms`: GPU time of each frame
+    completed during the tick (ms). `pred_ms`: frame time the model predicts at that level (ms).
+    `power_w`: power over the tick (W). `energy_j`: energy used during this tick (J), not a
+    running total. None: not measured this tick. `switched`: the decision changed the level.
+    """
+
+    device: str
+    level_mhz: float
+    frame_times_ms: Sequence[float]
+    pred_ms: float | None
+    power_w: float | None
+    energy_j: float | None
+    policy: str
+    switched: bool

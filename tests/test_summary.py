@@ -1,0 +1,104 @@
+"""Per-device summaries: one INFO line per interval, every tick at DEBUG."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from govd.telemetry.log import record_fields
+from govd.telemetry.summary import DeviceSummary
+from govd.telemetry.tick import TickRecord
+
+# A govd logger and pytest's capture of what it logged.
+Captured = tuple[logging.Logger, pytest.LogCaptureFixture]
+
+
+@pytest.fixture
+def collected(caplog: pytest.LogCaptureFixture) -> Captured:
+    caplog.set_level(logging.DEBUG, logger="govd.test_summary")
+    return logging.getLogger("govd.test_summary"), caplog
+
+
+def tick(summary: DeviceSummary, now_s: float, switched: bool = False) -> bool:
+    return summary.record_tick(now_s, TickRecord(
+        "card0", level_mhz=900, frame_times_ms=[16.0, 18.0], pred_ms=17.0,
+        power_w=40.0, energy_j=2.0, policy="energy", switched=switched,
+    ))
+
+
+def infos(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.levelno == logging.INFO]
+
+
+def test_one_info_line_per_interval(collected: Captured) -> None:
+    logger, caplog = collected
+    summary = DeviceSummary(logger, "card0", interval_s=1.0)
+    logged = [tick(summary, i * 0.25, switched=i == 2) for i in range(9)]
+    assert logged == [False, False, False, False, True, False, False, False, True]
+    assert len(infos(caplog)) == 2
+    assert len([r for r in caplog.records if r.levelno == logging.DEBUG]) == 9
+
+
+def test_summary_numbers_and_fields(collected: Captured) -> None:
+    logger, caplog = collected
+    summary = DeviceSummary(logger, "card0", interval_s=1.0)
+    for i in range(5):
+        tick(summary, i * 0.25, switched=i == 2)
+    (record,) = infos(caplog)
+    assert record.getMessage() == (
+        "card0: energy, 900 MHz, 10.0 fps, 17.00 ms/frame, predicted 17.00 ms, 40.0 W, 10.0 J, "
+        "1 level switches in 1.0 s"
+    )
+    assert record_fields(record) == {
+        "GOVD_DEVICE": "card0",
+        "GOVD_POLICY": "energy",
+        "GOVD_LEVEL_MHZ": 900,
+        "GOVD_FRAME_MS": 17.0,
+        "GOVD_PRED_FRAME_MS": 17.0,
+        "GOVD_POWER_W": 40.0,
+        "GOVD_ENERGY_J": 10.0,
+        "GOVD_FRAMES": 10,
+        "GOVD_LEVEL_SWITCHES": 1,
+        "GOVD_INTERVAL_S": 1.0,
+    }
+
+
+def test_unmeasured_power_and_frames_are_left_out(
+    collected: Captured,
+) -> None:
+    logger, caplog = collected
+    summary = DeviceSummary(logger, "gpu0", interval_s=0.5)
+    for now_s in (0.0, 0.5):
+        summary.record_tick(now_s, TickRecord(
+            "gpu0", level_mhz=1530, frame_times_ms=[], pred_ms=None,
+            power_w=None, energy_j=None, policy="ondemand", switched=False,
+        ))
+    (record,) = infos(caplog)
+    assert record.getMessage() == "gpu0: ondemand, 1530 MHz, 0.0 fps, 0 level switches in 0.5 s"
+    assert set(record_fields(record)) == {
+        "GOVD_DEVICE", "GOVD_POLICY", "GOVD_LEVEL_MHZ", "GOVD_FRAMES",
+        "GOVD_LEVEL_SWITCHES", "GOVD_INTERVAL_S",
+    }
+
+
+def test_info_level_logger_sees_no_per_tick_lines(
+    collected: Captured,
+) -> None:
+    logger, caplog = collected
+    logger.setLevel(logging.INFO)
+    summary = DeviceSummary(logger, "card0", interval_s=10.0)
+    for i in range(100):
+        tick(summary, i * 0.05)
+    assert caplog.records == []
+
+
+def test_summary_interval_must_be_positive(collected: Captured) -> None:
+    with pytest.raises(ValueError, match="summary interval"):
+        DeviceSummary(collected[0], "card0", interval_s=0)
+
+
+def test_tick_of_another_device_is_refused(collected: Captured) -> None:
+    summary = DeviceSummary(collected[0], "card1")
+    with pytest.raises(ValueError, match="summary of card1 got a tick of card0"):
+        tick(summary, 0.0)

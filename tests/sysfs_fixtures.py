@@ -220,6 +220,7 @@ def _fine_table(low: int, high: int, current_mhz: int) -> str:
 
 
 def _amdgpu_card(root: Path, card: str) -> tuple[Path, KernelSysfs]:
+    """The card's PCI device directory, where amdgpu keeps its power files."""
     path = pci_card(root, "0000:03:00.0", "amdgpu", card) / "device"
     kernel = KernelSysfs(root)
     kernel.read_only.add(path / "gpu_busy_percent")
@@ -247,7 +248,7 @@ def amdgpu_polaris(
     root: Path, card: str = "card1", current: int = 0, perf_level: str = "auto",
     unit: str = "Mhz",
 ) -> tuple[Path, KernelSysfs]:
-    """A discrete Polaris (RX 580): 8 sclk levels, voltages in OD_SCLK. Returns (device dir, kernel)."""
+    """A discrete Polaris (RX 580): 8 sclk levels, voltages in OD_SCLK. Returns (card, kernel)."""
     path, kernel = _amdgpu_card(root, card)
     _put(path / "pp_dpm_sclk", _dpm_table(POLARIS_SCLK_MHZ, current, unit))
     _put(path / "power_dpm_force_performance_level", perf_level)
@@ -262,7 +263,7 @@ def amdgpu_polaris(
         return _dpm_table(POLARIS_SCLK_MHZ, index, unit)
 
     kernel.rules[path / "pp_dpm_sclk"] = sclk
-    return path, kernel
+    return path.parent, kernel
 
 
 def amdgpu_navi21(
@@ -282,7 +283,7 @@ def amdgpu_navi21(
         return _fine_table(low, high, low if index == 0 else high)
 
     kernel.rules[path / "pp_dpm_sclk"] = sclk
-    return path, kernel
+    return path.parent, kernel
 
 
 # -- devfreq -----------------------------------------------------------------------------------

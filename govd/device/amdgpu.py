@@ -52,12 +52,11 @@ def parse_dpm_levels(text: str) -> tuple[list[float], int | None, float | None, 
     current_mhz = sleeping_mhz if sleeping_mhz is not None else (
         freqs[running[0]] if running else None
     )
-    # Discrete tables only ever rise; a 3-line table whose middle is marked current is the
-    # fine-grained min/current/max form, and so is one with exactly two entries.
-    fine = len(rows) == 2 or (len(rows) == 3 and running == [1] and freqs[0] < freqs[2])
-    if len(rows) == 3 and fine:
-        levels = [freqs[0], freqs[2]]
-        return levels, None, current_mhz, True
+    # Every discrete sclk table amdgpu prints has more than three levels; two or three lines are
+    # the fine-grained min/(current)/max form, whose middle line is the running clock.
+    fine = len(rows) <= 3
+    if fine and len(rows) == 3:
+        return [freqs[0], freqs[2]], None, current_mhz, True
     index = running[0] if running and sleeping_mhz is None else None
     return freqs, index, current_mhz, fine
 
@@ -80,16 +79,16 @@ def parse_voltage_curve(text: str) -> list[tuple[float, float]]:
 
 
 class AmdgpuDevice(SysfsDevice):
-    """An amdgpu card's PCI device directory (``cardN/device``), shader clock forced per level."""
+    """An amdgpu card (``cardN``); its files live in the PCI device directory ``cardN/device``."""
 
     backend: ClassVar[str] = "amdgpu"
 
     def _table(self) -> tuple[list[float], int | None, float | None, bool]:
-        text = self._read("pp_dpm_sclk")
+        text = self._read("device/pp_dpm_sclk")
         try:
             return parse_dpm_levels(text)
         except ValueError as exc:
-            raise DeviceError(f"{self.path}/pp_dpm_sclk: {exc}") from exc
+            raise DeviceError(f"{self.path}/device/pp_dpm_sclk: {exc}") from exc
 
     @property
     def levels_mhz(self) -> npt.NDArray[np.float64]:
@@ -104,11 +103,11 @@ class AmdgpuDevice(SysfsDevice):
 
     def performance_level(self) -> str:
         """``power_dpm_force_performance_level`` now: auto, low, high, manual, profile_*."""
-        return self._read("power_dpm_force_performance_level")
+        return self._read("device/power_dpm_force_performance_level")
 
     def controllable(self) -> Controllability:
         """Needs write access to both files; notes a level forced by another tool."""
-        refused = self._writable("power_dpm_force_performance_level", "pp_dpm_sclk")
+        refused = self._writable("device/power_dpm_force_performance_level", "device/pp_dpm_sclk")
         if refused:
             return Controllability(False, f"no permission to write {', '.join(refused)}")
         level = self.performance_level()
@@ -121,11 +120,11 @@ class AmdgpuDevice(SysfsDevice):
         """Running shader clock, ``gpu_busy_percent`` and hwmon power (µW) or energy (µJ)."""
         _, _, current_mhz, _ = self._table()
         if current_mhz is None:
-            raise DeviceError(f"{self.path}/pp_dpm_sclk marks no running level")
+            raise DeviceError(f"{self.path}/device/pp_dpm_sclk marks no running level")
         busy = float("nan")
-        if self._has("gpu_busy_percent"):
-            busy = self._read_float("gpu_busy_percent") / 100.0
-        energy_mj, power_w = self._hwmon_energy_power(".")
+        if self._has("device/gpu_busy_percent"):
+            busy = self._read_float("device/gpu_busy_percent") / 100.0
+        energy_mj, power_w = self._hwmon_energy_power("device")
         return Reading(freq_mhz=current_mhz, busy=busy, energy_mj=energy_mj, power_w=power_w)
 
     def set_level(self, freq_mhz: float) -> None:
@@ -137,15 +136,15 @@ class AmdgpuDevice(SysfsDevice):
             return
         self._ensure_saved()
         if perf != MANUAL:
-            self._write("power_dpm_force_performance_level", MANUAL)
-        self._write("pp_dpm_sclk", target)
+            self._write("device/power_dpm_force_performance_level", MANUAL)
+        self._write("device/pp_dpm_sclk", target)
 
     def volts_by_level(self) -> npt.NDArray[np.float64] | None:
         """Core voltage at each level from ``pp_od_clk_voltage``, interpolated on its curve;
         None where the driver exposes no voltages. Units: V."""
-        if not self._has("pp_od_clk_voltage"):
+        if not self._has("device/pp_od_clk_voltage"):
             return None
-        curve = parse_voltage_curve(self._read("pp_od_clk_voltage"))
+        curve = parse_voltage_curve(self._read("device/pp_od_clk_voltage"))
         if not curve:
             return None
         freqs, volts = zip(*curve, strict=True)
@@ -162,9 +161,9 @@ class AmdgpuDevice(SysfsDevice):
         saved = state["performance_level"]
         if saved == MANUAL:
             if self.performance_level() != MANUAL:
-                self._write("power_dpm_force_performance_level", MANUAL)
+                self._write("device/power_dpm_force_performance_level", MANUAL)
             if "sclk_index" in state and self._table()[1] != state["sclk_index"]:
-                self._write("pp_dpm_sclk", state["sclk_index"])
+                self._write("device/pp_dpm_sclk", state["sclk_index"])
         elif self.performance_level() != saved:
             # Writing "auto" (or any non-manual level) also drops the forced sclk mask.
-            self._write("power_dpm_force_performance_level", saved)
+            self._write("device/power_dpm_force_performance_level", saved)

@@ -1,4 +1,4 @@
-"""amdgpu backend: pp_dpm_sclk parsing, manual-first writes, fine-grained parts, voltages, restore."""
+"""amdgpu: pp_dpm_sclk parsing, manual-first writes, fine-grained parts, voltages, restore."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def test_discrete_table_parses_levels_and_running_index(unit):
 
 
 def test_deep_sleep_line_is_no_level():
-    levels, index, current, _ = parse_dpm_levels("S: 19Mhz *\n0: 300Mhz\n1: 600Mhz\n2: 900Mhz\n3: 1100Mhz")
+    levels, index, current, _ = parse_dpm_levels(
+        "S: 19Mhz *\n0: 300Mhz\n1: 600Mhz\n2: 900Mhz\n3: 1100Mhz")
     assert levels == [300, 600, 900, 1100] and index is None and current == 19
 
 
@@ -105,7 +106,8 @@ def test_fine_grained_part_offers_min_and_max_only(tmp_path):
 def test_polaris_volts_come_from_od_sclk(tmp_path):
     path, kernel = amdgpu_polaris(tmp_path)
     volts = AmdgpuDevice(path, tmp_path, kernel).volts_by_level()
-    assert volts is not None and volts[0] == pytest.approx(0.75) and volts[-1] == pytest.approx(1.15)
+    assert volts is not None
+    assert (volts[0], volts[-1]) == (pytest.approx(0.75), pytest.approx(1.15))
 
 
 def test_vddc_curve_is_interpolated_at_the_levels(tmp_path):

@@ -1,4 +1,4 @@
-"""devfreq backend: userspace governor, set_freq in Hz, read back, restore of governor and bounds."""
+"""devfreq: userspace governor, set_freq in Hz, read back, restore of governor and bounds."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import itertools
 
 import pytest
 
@@ -87,8 +88,10 @@ def test_second_write_refused_puts_the_first_back(tmp_path):
     assert kernel.writes == [(f"{CARD}/gt_max_freq_mhz", "800"), (f"{CARD}/gt_max_freq_mhz", "400")]
 
 
-@pytest.mark.parametrize(("code", "error"), [(errno.ENODEV, DeviceGone), (errno.EACCES, WriteRefused),
-                                             (errno.EPERM, WriteRefused)])
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [(errno.ENODEV, DeviceGone), (errno.EACCES, WriteRefused), (errno.EPERM, WriteRefused)],
+)
 def test_errno_becomes_a_typed_error(tmp_path, code, error):
     path, kernel = i915_gen9(tmp_path)
     kernel.inject[path / "gt_min_freq_mhz"] = code
@@ -125,7 +128,7 @@ def test_xe_levels_every_fifty_mhz_from_rpn_to_rp0(tmp_path):
     path, kernel = xe_lunarlake(tmp_path, rpn=420, rp0=2050)
     levels = XeDevice(path, tmp_path, kernel).levels_mhz
     assert list(levels[:3]) == [420, 450, 500] and levels[-1] == 2050
-    assert all(b - a <= 50 for a, b in zip(levels, levels[1:], strict=False))
+    assert all(b - a <= 50 for a, b in itertools.pairwise(levels))
 
 
 def test_xe_raising_writes_max_first_and_reads_back_act_freq(tmp_path):

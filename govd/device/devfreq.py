@@ -60,7 +60,9 @@ class DevfreqDevice(SysfsDevice):
             return Controllability(False, f"no permission to write {', '.join(refused)}")
         current = self.governor()
         if current == USERSPACE and self._saved_state is None:
-            return Controllability(True, "governor already userspace: another tool may be in charge")
+            return Controllability(
+                True, "governor already userspace: another tool may be in charge"
+            )
         return Controllability(True)
 
     def read(self) -> Reading:
@@ -107,6 +109,10 @@ class DevfreqDevice(SysfsDevice):
         )
         if self.governor() != state["governor"]:
             self._write("governor", state["governor"])
-        if state["governor"] == USERSPACE and "set_freq_hz" in state:
-            if self._read_float("cur_freq") != state["set_freq_hz"]:
-                self._write("userspace/set_freq", state["set_freq_hz"])
+        set_freq_hz = state.get("set_freq_hz")
+        if (
+            state["governor"] == USERSPACE
+            and set_freq_hz is not None
+            and self._read_float("cur_freq") != set_freq_hz
+        ):
+            self._write("userspace/set_freq", set_freq_hz)

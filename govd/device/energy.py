@@ -29,7 +29,9 @@ class EnergyMeter:
         self._last_change_s = math.nan
         self._last_energy_mj = math.nan
 
-    def update(self, time_s: float, energy_mj: float = math.nan, power_w: float = math.nan) -> float:
+    def update(
+        self, time_s: float, energy_mj: float = math.nan, power_w: float = math.nan
+    ) -> float:
         """Average power since the previous movement of the energy counter, or the power sample
         when there is no counter (or it has just started or reset); NaN when neither says
         anything this tick. ``time_s`` is monotonic time. Units: s, mJ, W → W."""

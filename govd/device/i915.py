@@ -99,7 +99,7 @@ class I915Device(SysfsDevice):
         )
 
     def set_level(self, freq_mhz: float) -> None:
-        """Pin min = max (= boost) to the level nearest ``freq_mhz``, writes ordered by direction."""
+        """Pin min = max (= boost) to the level nearest ``freq_mhz``; ordered writes."""
         levels = self.levels_mhz
         target = nearest_level(levels, min(max(freq_mhz, levels[0]), levels[-1]))
         old = self._pinned()

@@ -20,7 +20,7 @@ _REFUSED = {errno.EINVAL, errno.EACCES, errno.EPERM, errno.EBUSY, errno.EROFS, e
 
 
 class SysfsIO:
-    """The only door to sysfs files. Raises plain OSError; `SysfsDevice` turns it into typed errors."""
+    """The only door to sysfs files. Raises OSError; `SysfsDevice` turns that into typed errors."""
 
     def read_text(self, path: Path) -> str:
         """The file's content, stripped of surrounding white space."""

@@ -1,9 +1,9 @@
-"""Intel xe GPUs (`/sys/class/drm/cardN/device/tile*/gt*/freq0/`): GuC SLPC limits pinned to one level.
+"""Intel xe GPUs (`/sys/class/drm/cardN/device/tile*/gt*/freq0/`): GuC SLPC limits pinned.
 
-The xe driver offers no list of levels, only ``rpn_freq`` and ``rp0_freq``; govd derives levels every
-50 MHz between them (RP0 always included), the granularity GuC SLPC requests in. Pinning writes
-``min_freq`` = ``max_freq`` in MHz, ordered by direction like i915. The firmware has the last word
-(it may run elsewhere for power or thermal reasons), so only ``act_freq`` is trusted.
+The xe driver offers no list of levels, only ``rpn_freq`` and ``rp0_freq``; govd derives levels
+every 50 MHz between them (RP0 always included), the granularity GuC SLPC requests in.
+Pinning writes ``min_freq`` = ``max_freq`` in MHz, ordered by direction like i915. The firmware has
+the last word (it may run elsewhere for power or thermal reasons), so only ``act_freq`` is trusted.
 
 Only the first GT of the first tile is governed: on Meteor Lake and later that is the render GT
 (gt1 is the media GT); multi-tile parts would need one device per tile.

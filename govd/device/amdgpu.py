@@ -148,7 +148,8 @@ class AmdgpuDevice(SysfsDevice):
         if not curve:
             return None
         freqs, volts = zip(*curve, strict=True)
-        return np.interp(self.levels_mhz, np.asarray(freqs), np.asarray(volts))
+        volts_v = np.interp(self.levels_mhz, np.asarray(freqs), np.asarray(volts))
+        return np.asarray(volts_v, dtype=np.float64)
 
     def _capture_state(self) -> dict[str, Any]:
         _, index, _, _ = self._table()

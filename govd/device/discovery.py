@@ -43,10 +43,16 @@ SYSFS_BACKENDS: dict[str, type[SysfsDevice]] = {
     "amdgpu": AmdgpuDevice,
 }
 
-BACKENDS: dict[str, Reopen] = {
-    name: (lambda saved, root, cls=cls: cls.from_saved(saved, root))
-    for name, cls in SYSFS_BACKENDS.items()
-}
+
+
+def _reopener(cls: type[SysfsDevice]) -> Reopen:
+    def reopen(saved: dict[str, Any], sysfs_root: Path) -> Device:
+        return cls.from_saved(saved, sysfs_root)
+
+    return reopen
+
+
+BACKENDS: dict[str, Reopen] = {name: _reopener(cls) for name, cls in SYSFS_BACKENDS.items()}
 """Backend name → how to reopen its device from saved state (`govd restore` after a crash)."""
 
 

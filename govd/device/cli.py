@@ -1,0 +1,92 @@
+"""`govd devices`: every GPU found, its levels, the level running, and whether govd may drive it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from govd.cli import UsageError
+from govd.device.base import Device, DeviceError
+from govd.device.discovery import DISCOVERERS, SYS, discover_sysfs, open_found, scan
+
+_NO_BACKEND = {
+    "nvidia": "governed through NVML, not sysfs",
+    "nouveau": "nouveau offers no clock control govd can use",
+}
+
+
+def describe(device: Device) -> dict[str, Any]:
+    """What `govd devices` shows for one device; a failing read becomes the reason, not a crash."""
+    row: dict[str, Any] = {"name": device.name, "backend": device.backend}
+    try:
+        levels = device.levels_mhz
+        row["levels"] = len(levels)
+        row["min_mhz"], row["max_mhz"] = float(levels[0]), float(levels[-1])
+        freq_mhz = device.read().freq_mhz
+        row["current_mhz"] = None if math.isnan(freq_mhz) else freq_mhz
+        verdict = device.controllable()
+        row["controllable"], row["reason"] = verdict.ok, verdict.reason
+    except DeviceError as exc:
+        row.update(controllable=False, reason=str(exc))
+    return row
+
+
+def list_devices(sysfs_root: Path) -> list[dict[str, Any]]:
+    """One row per device: sysfs devices (including those govd has no backend for), then the
+    devices of every other registered discoverer."""
+    rows = []
+    for found in scan(sysfs_root):
+        if found.backend is None:
+            default = f"no govd backend for driver {found.driver}"
+            reason = _NO_BACKEND.get(found.driver or "", default)
+            rows.append({"name": found.name, "backend": None, "driver": found.driver,
+                         "controllable": False, "reason": reason})
+        else:
+            rows.append(describe(open_found(found, sysfs_root)))
+    for discoverer in DISCOVERERS:
+        if discoverer is not discover_sysfs:
+            rows.extend(describe(device) for device in discoverer(sysfs_root))
+    return rows
+
+
+def _text(row: dict[str, Any]) -> str:
+    levels = "-"
+    if "levels" in row:
+        levels = f"{row['levels']} levels {row['min_mhz']:g}–{row['max_mhz']:g} MHz"
+    current = row.get("current_mhz")
+    running = "-" if current is None else f"{current:g} MHz"
+    verdict = "controllable" if row["controllable"] else "not controllable"
+    if row["reason"]:
+        verdict += f" ({row['reason']})"
+    return f"{row['name']:<14} {row['backend'] or '-':<8} {levels:<28} {running:<10} {verdict}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the device list as text or JSON."""
+    root = Path(args.sysfs_root)
+    if not root.is_dir():
+        raise UsageError(f"--sysfs-root {root}: not a directory")
+    rows = list_devices(root)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print("no GPU found (no devfreq device, no drm card)")
+    else:
+        print(f"{'NAME':<14} {'BACKEND':<8} {'LEVELS':<28} {'RUNNING':<10} CONTROL")
+        for row in rows:
+            print(_text(row))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add `govd devices`."""
+    parser = subparsers.add_parser(
+        "devices", help="list GPUs, their levels, and whether govd can drive them"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--sysfs-root", default=str(SYS), metavar="DIR",
+                        help="sysfs tree to read (default /sys; tests point it at fixtures)")
+    parser.set_defaults(func=run)

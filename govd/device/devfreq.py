@@ -1,0 +1,118 @@
+"""devfreq devices (`/sys/class/devfreq/<name>/`): Mali (panfrost), Adreno (msm) and other SoC GPUs.
+
+The kernel lists the levels in Hz in ``available_frequencies``. To set one, govd switches the
+governor to ``userspace`` (which must be listed in ``available_governors``) and writes
+``userspace/set_freq`` in Hz; the kernel clamps it to ``min_freq``..``max_freq`` and rounds it to an
+operating point, so the level actually running is read back from ``cur_freq``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from govd.device.base import Controllability, DeviceError, Reading
+from govd.device.sysfs import SysfsDevice, nearest_level
+
+_HZ_PER_MHZ = 1e6
+USERSPACE = "userspace"
+
+
+class DevfreqDevice(SysfsDevice):
+    """One devfreq device, driven through the ``userspace`` governor."""
+
+    backend: ClassVar[str] = "devfreq"
+
+    @property
+    def levels_mhz(self) -> npt.NDArray[np.float64]:
+        """Every operating point in ``available_frequencies``, ascending. Units: MHz."""
+        text = self._read("available_frequencies")
+        try:
+            hz = sorted({int(word) for word in text.split()})
+        except ValueError as exc:
+            raise DeviceError(f"{self.path}/available_frequencies: cannot parse {text!r}") from exc
+        return np.asarray(hz, dtype=np.float64) / _HZ_PER_MHZ
+
+    @property
+    def bounds_mhz(self) -> tuple[float, float]:
+        """(``min_freq``, ``max_freq``) as the kernel enforces them now. Units: MHz."""
+        return (
+            self._read_float("min_freq") / _HZ_PER_MHZ,
+            self._read_float("max_freq") / _HZ_PER_MHZ,
+        )
+
+    def governor(self) -> str:
+        """The devfreq governor in charge now."""
+        return self._read("governor")
+
+    def controllable(self) -> Controllability:
+        """Needs the ``userspace`` governor compiled in and write access to ``governor``."""
+        available = self._read("available_governors").split()
+        if USERSPACE not in available:
+            return Controllability(
+                False, f"kernel lacks the userspace devfreq governor (has {' '.join(available)})"
+            )
+        refused = self._writable("governor")
+        if refused:
+            return Controllability(False, f"no permission to write {', '.join(refused)}")
+        current = self.governor()
+        if current == USERSPACE and self._saved_state is None:
+            return Controllability(
+                True, "governor already userspace: another tool may be in charge"
+            )
+        return Controllability(True)
+
+    def read(self) -> Reading:
+        """``cur_freq``, ``device/gpu_busy_percent`` where the driver has it, hwmon energy/power."""
+        freq_mhz = self._read_float("cur_freq") / _HZ_PER_MHZ
+        busy = math.nan
+        if self._has("device/gpu_busy_percent"):
+            busy = self._read_float("device/gpu_busy_percent") / 100.0
+        energy_mj, power_w = self._hwmon_energy_power("device")
+        return Reading(freq_mhz=freq_mhz, busy=busy, energy_mj=energy_mj, power_w=power_w)
+
+    def set_level(self, freq_mhz: float) -> None:
+        """Select the userspace governor (once) and write the level to ``userspace/set_freq``."""
+        low, high = self.bounds_mhz
+        levels = [lv for lv in self.levels_mhz if low <= lv <= high] or [low]
+        target_hz = round(nearest_level(levels, min(max(freq_mhz, low), high)) * _HZ_PER_MHZ)
+        governor = self.governor()
+        if governor == USERSPACE and self._read_float("cur_freq") == target_hz:
+            return
+        self._ensure_saved()
+        if governor != USERSPACE:
+            self._write("governor", USERSPACE)
+        self._write("userspace/set_freq", target_hz)
+
+    def _capture_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "governor": self.governor(),
+            "min_freq_hz": int(self._read_float("min_freq")),
+            "max_freq_hz": int(self._read_float("max_freq")),
+        }
+        if self._has("userspace/set_freq"):
+            text = self._read("userspace/set_freq")
+            # Until something is written the kernel prints "undefined" here.
+            if text.isdigit():
+                state["set_freq_hz"] = int(text)
+        return state
+
+    def _restore_state(self, state: dict[str, Any]) -> None:
+        # Bounds first: they are independent of the governor, and with the old governor back a
+        # level chosen under our bounds would be re-evaluated at once anyway.
+        old = (self._read_float("min_freq"), self._read_float("max_freq"))
+        self._write_bounds(
+            "min_freq", "max_freq", (state["min_freq_hz"], state["max_freq_hz"]), old
+        )
+        if self.governor() != state["governor"]:
+            self._write("governor", state["governor"])
+        set_freq_hz = state.get("set_freq_hz")
+        if (
+            state["governor"] == USERSPACE
+            and set_freq_hz is not None
+            and self._read_float("cur_freq") != set_freq_hz
+        ):
+            self._write("userspace/set_freq", set_freq_hz)

@@ -1,0 +1,200 @@
+"""Finding the GPUs govd can govern, reopening one from saved state, and watching for hot-plug.
+
+Sysfs devices are enumerated by pyudev (``devfreq`` devices, and ``drm`` cards: ``cardN`` only, not
+render nodes or connectors) and given a backend by subsystem (devfreq) or by the name of the driver
+bound to the card's parent (amdgpu, i915, xe). libudev always reads the real ``/sys`` (umockdev's
+preload redirects it in tests), so for any other root, such as a fixture tree, the same two
+directories are walked instead.
+
+Other kinds of device plug in through two registries: ``DISCOVERERS`` (callables returning the
+devices they find) and ``BACKENDS`` (backend name → function reopening a device from its
+``save()`` data). The NVML module adds its own entries to both when imported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from govd.device.amdgpu import AmdgpuDevice
+from govd.device.base import Device
+from govd.device.devfreq import DevfreqDevice
+from govd.device.i915 import I915Device
+from govd.device.sysfs import SysfsDevice, SysfsIO
+from govd.device.xe import XeDevice
+
+SYS = Path("/sys")
+_CARD = re.compile(r"^card\d+$")
+
+Reopen = Callable[[dict[str, Any], Path], Device]
+"""Rebuilds a device from its ``save()`` data; the path is the sysfs root (ignored by NVML)."""
+
+Discoverer = Callable[[Path], list[Device]]
+"""Returns every device of one kind found under a sysfs root."""
+
+SYSFS_BACKENDS: dict[str, type[SysfsDevice]] = {
+    "devfreq": DevfreqDevice,
+    "i915": I915Device,
+    "xe": XeDevice,
+    "amdgpu": AmdgpuDevice,
+}
+
+
+
+def _reopener(cls: type[SysfsDevice]) -> Reopen:
+    def reopen(saved: dict[str, Any], sysfs_root: Path) -> Device:
+        return cls.from_saved(saved, sysfs_root)
+
+    return reopen
+
+
+BACKENDS: dict[str, Reopen] = {name: _reopener(cls) for name, cls in SYSFS_BACKENDS.items()}
+"""Backend name → how to reopen its device from saved state (`govd restore` after a crash)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A GPU-like sysfs device, whether or not govd has a backend for it."""
+
+    subsystem: str
+    """``devfreq`` or ``drm``."""
+    name: str
+    """sysfs name: ``card0``, ``fde60000.gpu``."""
+    sys_path: Path
+    driver: str | None
+    """Driver bound to the parent device (``i915``, ``panfrost``), None if unbound."""
+
+    @property
+    def backend(self) -> str | None:
+        """The govd backend that drives it, None when there is none."""
+        if self.subsystem == "devfreq":
+            return "devfreq"
+        return self.driver if self.driver in SYSFS_BACKENDS else None
+
+
+def _driver_of(device_dir: Path) -> str | None:
+    link = device_dir / "device" / "driver"
+    return os.path.basename(os.readlink(link)) if link.is_symlink() else None
+
+
+def _walk(sysfs_root: Path) -> list[Found]:
+    found = []
+    for subsystem in ("devfreq", "drm"):
+        class_dir = sysfs_root / "class" / subsystem
+        for entry in sorted(class_dir.iterdir()) if class_dir.is_dir() else []:
+            if subsystem == "drm" and not _CARD.match(entry.name):
+                continue
+            found.append(Found(subsystem, entry.name, entry, _driver_of(entry)))
+    return found
+
+
+def _udev(context: Any | None = None) -> list[Found]:
+    import pyudev
+
+    context = context or pyudev.Context()
+    found = []
+    for subsystem in ("devfreq", "drm"):
+        for device in context.list_devices(subsystem=subsystem):
+            if subsystem == "drm" and not _CARD.match(device.sys_name):
+                continue
+            parent = device.parent
+            driver = parent.driver if parent is not None else None
+            found.append(Found(subsystem, device.sys_name, Path(device.sys_path), driver))
+    return sorted(found, key=lambda f: (f.subsystem, f.name))
+
+
+def scan(sysfs_root: Path = SYS) -> list[Found]:
+    """Every devfreq device and drm card under ``sysfs_root`` (through udev for the real /sys)."""
+    sysfs_root = Path(sysfs_root)
+    return _udev() if sysfs_root == SYS else _walk(sysfs_root)
+
+
+def open_found(found: Found, sysfs_root: Path = SYS, io: SysfsIO | None = None) -> SysfsDevice:
+    """The backend object for a found device. Raises KeyError when govd has no backend for it."""
+    backend = found.backend
+    if backend is None:
+        raise KeyError(f"{found.name}: no govd backend for driver {found.driver}")
+    return SYSFS_BACKENDS[backend](found.sys_path, Path(sysfs_root), io)
+
+
+def discover_sysfs(sysfs_root: Path = SYS) -> list[Device]:
+    """The devfreq, i915, xe and amdgpu devices under ``sysfs_root``."""
+    return [open_found(f, sysfs_root) for f in scan(sysfs_root) if f.backend is not None]
+
+
+DISCOVERERS: list[Discoverer] = [discover_sysfs]
+"""Every way of finding devices; other backends (NVML) append theirs."""
+
+
+def discover(sysfs_root: Path = SYS) -> list[Device]:
+    """All devices every registered discoverer finds."""
+    return [device for discoverer in DISCOVERERS for device in discoverer(Path(sysfs_root))]
+
+
+def reopen(saved: dict[str, Any], sysfs_root: Path = SYS) -> Device:
+    """The device a ``save()`` described, holding that state for ``restore()``."""
+    backend = saved.get("backend")
+    if backend not in BACKENDS:
+        raise KeyError(f"saved state names unknown backend {backend!r}")
+    return BACKENDS[backend](saved, Path(sysfs_root))
+
+
+def restore_saved(saved: dict[str, Any], sysfs_root: Path = SYS) -> Device:
+    """Reopen a device from its ``save()`` data and put that state back; returns the device."""
+    device = reopen(saved, sysfs_root)
+    device.restore()
+    return device
+
+
+@dataclass(frozen=True, slots=True)
+class HotplugEvent:
+    """A GPU appearing or going away."""
+
+    action: str
+    """udev action: ``add``, ``remove``, ``change``, ``bind``, ``unbind``."""
+    subsystem: str
+    name: str
+    sys_path: Path
+
+
+class HotplugMonitor:
+    """udev events for devfreq devices and drm cards (render nodes and connectors filtered out).
+
+    ``fileno()`` lets the daemon wait on it beside its other sources."""
+
+    def __init__(self, context: Any | None = None):
+        import pyudev
+
+        self._monitor = pyudev.Monitor.from_netlink(context or pyudev.Context())
+        self._monitor.filter_by("drm")
+        self._monitor.filter_by("devfreq")
+
+    def start(self) -> None:
+        """Begin receiving events (those before are not seen)."""
+        self._monitor.start()
+
+    def fileno(self) -> int:
+        """The netlink socket, readable when an event is waiting."""
+        return int(self._monitor.fileno())
+
+    def poll(self, timeout_s: float | None = None) -> HotplugEvent | None:
+        """The next relevant event, or None when none arrives within ``timeout_s`` of the last
+        one received (None waits for ever). Units: s."""
+        while True:
+            device = self._monitor.poll(timeout=timeout_s)
+            if device is None:
+                return None
+            if device.subsystem == "drm" and not _CARD.match(device.sys_name):
+                continue
+            return HotplugEvent(
+                device.action or "", device.subsystem, device.sys_name, Path(device.sys_path)
+            )
+
+    def __iter__(self) -> Iterator[HotplugEvent]:
+        """Events as they come, blocking."""
+        while (event := self.poll()) is not None:
+            yield event

@@ -1,0 +1,176 @@
+"""What every sysfs backend shares: one narrow I/O seam, errno → typed errors, ordered bound writes.
+
+Plain files cannot refuse a write the way the kernel does, so every backend reads and writes only
+through a `SysfsIO`; tests substitute one that enforces the kernel's rules and records each write.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any
+
+from govd.device.base import Device, DeviceError, DeviceGone, WriteRefused
+
+_GONE = {errno.ENODEV, errno.ENOENT, errno.ENXIO}
+_REFUSED = {errno.EINVAL, errno.EACCES, errno.EPERM, errno.EBUSY, errno.EROFS, errno.ERANGE}
+
+
+class SysfsIO:
+    """The only door to sysfs files. Raises OSError; `SysfsDevice` turns that into typed errors."""
+
+    def read_text(self, path: Path) -> str:
+        """The file's content, stripped of surrounding white space."""
+        return path.read_text().strip()
+
+    def write_text(self, path: Path, value: str) -> None:
+        """Write ``value`` in one write(2), as sysfs expects (a partial write is a refused one)."""
+        with open(path, "w") as f:
+            f.write(value)
+
+    def writable(self, path: Path) -> bool:
+        """Whether this process may write ``path``."""
+        return os.access(path, os.W_OK)
+
+
+def typed_error(exc: OSError, path: Path, action: str) -> DeviceError:
+    """Map an OSError from sysfs to the typed error the daemon acts on."""
+    what = f"{action} {path}: {exc.strerror or exc}"
+    if exc.errno in _GONE:
+        return DeviceGone(what)
+    if exc.errno in _REFUSED:
+        return WriteRefused(what)
+    return DeviceError(what)
+
+
+class SysfsDevice(Device):
+    """A `Device` backed by one sysfs directory; subclasses add the driver's files and rules.
+
+    The state found is captured once, just before govd's first write, by `_capture_state`, and
+    put back by `_restore_state`; `save()` wraps it with enough identity for `restore_saved`.
+    """
+
+    def __init__(self, path: Path, sysfs_root: Path = Path("/sys"), io: SysfsIO | None = None):
+        self.path = Path(path)
+        self.sysfs_root = Path(sysfs_root)
+        self.io = io or SysfsIO()
+        self.name = self.path.name
+        self._saved_state: dict[str, Any] | None = None
+
+    # -- file access, the only place OSError is caught -------------------------------------
+    def _read(self, rel: str) -> str:
+        path = self.path / rel
+        try:
+            return self.io.read_text(path)
+        except OSError as exc:
+            raise typed_error(exc, path, "read") from exc
+
+    def _read_float(self, rel: str) -> float:
+        text = self._read(rel)
+        try:
+            return float(text)
+        except ValueError as exc:
+            raise DeviceError(f"{self.path / rel}: expected a number, got {text!r}") from exc
+
+    def _write(self, rel: str, value: str | int) -> None:
+        path = self.path / rel
+        try:
+            self.io.write_text(path, str(value))
+        except OSError as exc:
+            raise typed_error(exc, path, f"write {value!r} to") from exc
+
+    def _has(self, rel: str) -> bool:
+        return (self.path / rel).exists()
+
+    def _writable(self, *rels: str) -> list[str]:
+        """The files among ``rels`` this process may not write."""
+        return [rel for rel in rels if not self.io.writable(self.path / rel)]
+
+    def _write_bounds(
+        self, min_rel: str, max_rel: str, new: tuple[float, float], old: tuple[float, float]
+    ) -> None:
+        """Write a (min, max) pair so no intermediate state has min > max: raising moves max
+        first, lowering moves min first. If the second write fails the first is put back, so
+        the pair is never left half-written. Values are written as integers."""
+        (new_min, new_max), (old_min, old_max) = new, old
+        if new_min > old_max:
+            steps = [(max_rel, new_max, old_max), (min_rel, new_min, old_min)]
+        else:
+            steps = [(min_rel, new_min, old_min), (max_rel, new_max, old_max)]
+        (first_rel, first_new, first_old), (second_rel, second_new, second_old) = steps
+        if first_new != first_old:
+            self._write(first_rel, round(first_new))
+        if second_new == second_old:
+            return
+        try:
+            self._write(second_rel, round(second_new))
+        except DeviceError:
+            if first_new != first_old:
+                self._write(first_rel, round(first_old))
+            raise
+
+    def _hwmon_energy_power(self, rel_dir: str) -> tuple[float, float]:
+        """(energy_mj, power_w) from the first hwmon under ``rel_dir``: the cumulative
+        ``energy1_input`` (µJ) when the driver has one, else ``power1_average`` or
+        ``power1_input`` (µW); NaN for what is missing."""
+        hwmons = sorted((self.path / rel_dir).glob("hwmon/hwmon*"))
+        if not hwmons:
+            return math.nan, math.nan
+        hwmon = hwmons[0].relative_to(self.path)
+        if self._has(f"{hwmon}/energy1_input"):
+            return self._read_float(f"{hwmon}/energy1_input") / 1000.0, math.nan
+        for name in ("power1_average", "power1_input"):
+            if self._has(f"{hwmon}/{name}"):
+                return math.nan, self._read_float(f"{hwmon}/{name}") / 1e6
+        return math.nan, math.nan
+
+    # -- saved state -----------------------------------------------------------------------
+    @abstractmethod
+    def _capture_state(self) -> dict[str, Any]:
+        """The driver state govd's writes change, as JSON-able data."""
+
+    @abstractmethod
+    def _restore_state(self, state: dict[str, Any]) -> None:
+        """Write ``state`` back, in an order the driver accepts, skipping what already matches."""
+
+    def _ensure_saved(self) -> None:
+        if self._saved_state is None:
+            self._saved_state = self._capture_state()
+
+    def save(self) -> dict[str, Any]:
+        """The state found before govd's first write (or now, if none yet) with its identity."""
+        self._ensure_saved()
+        try:
+            rel_path = str(self.path.relative_to(self.sysfs_root))
+        except ValueError:
+            rel_path = str(self.path)
+        return {
+            "backend": self.backend,
+            "name": self.name,
+            "path": rel_path,
+            "state": dict(self._saved_state or {}),
+        }
+
+    def restore(self) -> None:
+        """Put back the saved state; does nothing when govd never wrote. Idempotent."""
+        if self._saved_state is not None:
+            self._restore_state(self._saved_state)
+
+    @classmethod
+    def from_saved(
+        cls, saved: dict[str, Any], sysfs_root: Path = Path("/sys"), io: SysfsIO | None = None
+    ) -> SysfsDevice:
+        """Reopen the device a `save()` described, holding that saved state for `restore`."""
+        device = cls(Path(sysfs_root) / saved["path"], sysfs_root, io)
+        device._saved_state = dict(saved["state"])
+        return device
+
+
+def nearest_level(levels_mhz: Any, freq_mhz: float) -> float:
+    """The level closest to ``freq_mhz`` (ties go to the faster one, so a deadline is kept)."""
+    distances = [abs(level - freq_mhz) for level in levels_mhz]
+    best = min(distances)
+    return float(max(lv for lv, d in zip(levels_mhz, distances, strict=True) if d == best))

@@ -1,0 +1,374 @@
+"""Sysfs trees modelled on real devices, and a `SysfsIO` double that enforces the kernel's rules.
+
+Plain files accept any write, so `KernelSysfs` checks each write against the rule the driver's
+store function applies (EINVAL when min > max would result, amdgpu's manual-only `pp_dpm_sclk`,
+EACCES on read-only files, clamping and rounding like the kernel), applies side effects (the running
+clock follows the limits) and records every accepted write as ``(path relative to root, value)``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from govd.device.sysfs import SysfsIO
+
+Rule = Callable[["KernelSysfs", Path, str], str]
+
+
+def _refuse(code: int, path: Path) -> OSError:
+    return OSError(code, os.strerror(code), str(path))
+
+
+class KernelSysfs(SysfsIO):
+    """A `SysfsIO` over a fixture tree that refuses what the kernel refuses and logs writes."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.rules: dict[Path, Rule] = {}
+        self.read_only: set[Path] = set()
+        self.inject: dict[Path, int] = {}
+        self.writes: list[tuple[str, str]] = []
+
+    def rel(self, path: Path) -> str:
+        return str(path.relative_to(self.root))
+
+    def write_text(self, path: Path, value: str) -> None:
+        if path in self.inject:
+            raise _refuse(self.inject.pop(path), path)
+        if not path.exists():
+            raise _refuse(errno.ENOENT, path)
+        if path in self.read_only:
+            raise _refuse(errno.EACCES, path)
+        rule = self.rules.get(path)
+        stored = rule(self, path, value.strip()) if rule else value
+        path.write_text(stored + "\n")
+        self.writes.append((self.rel(path), value))
+
+    def writable(self, path: Path) -> bool:
+        return path.exists() and path not in self.read_only
+
+    def value(self, path: Path) -> str:
+        return path.read_text().strip()
+
+    def forget_writes(self) -> None:
+        self.writes.clear()
+
+
+def _put(path: Path, content: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{content}\n")
+
+
+def _link(link: Path, target: Path) -> None:
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(os.path.relpath(target, link.parent))
+
+
+def _int(path: Path, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise _refuse(errno.EINVAL, path) from None
+
+
+def pci_card(root: Path, bdf: str, driver: str, card: str = "card0") -> Path:
+    """A PCI GPU with its drm card, render node and a connector; returns the card's real path."""
+    pci = root / "devices/pci0000:00" / bdf
+    pci.mkdir(parents=True)
+    _put(root / "bus/pci/drivers" / driver / "bind", "")
+    _link(pci / "driver", root / "bus/pci/drivers" / driver)
+    _put(pci / "uevent", f"DRIVER={driver}\nPCI_SLOT_NAME={bdf}")
+    minor = int(card.removeprefix("card"))
+    for node in (card, f"renderD{128 + minor}", f"{card}-DP-1"):
+        _put(pci / "drm" / node / "uevent", f"DEVNAME=dri/{node}")
+        _link(pci / "drm" / node / "device", pci)
+        _link(root / "class/drm" / node, pci / "drm" / node)
+    return pci / "drm" / card
+
+
+# -- i915 and xe -------------------------------------------------------------------------------
+
+def _pinned_pair_rules(
+    kernel: KernelSysfs, min_path: Path, max_path: Path, lo: int, hi: int,
+    to_unit: Callable[[int], int], act_paths: list[Path],
+) -> None:
+    """min/max soft limits as i915's store functions treat them: rounded to the GT unit, EINVAL
+    outside [lo, hi] or when min > max would result; the running clock follows the limits."""
+
+    def follow() -> None:
+        low, high = int(kernel.value(min_path)), int(kernel.value(max_path))
+        for act in act_paths:
+            act.write_text(f"{min(max(int(kernel.value(act)), low), high)}\n")
+
+    def store(which: str) -> Rule:
+        def rule(k: KernelSysfs, path: Path, value: str) -> str:
+            freq = to_unit(_int(path, value))
+            low, high = int(k.value(min_path)), int(k.value(max_path))
+            if not lo <= freq <= hi or (which == "min" and freq > high) or (
+                which == "max" and freq < low
+            ):
+                raise _refuse(errno.EINVAL, path)
+            path.write_text(f"{freq}\n")
+            follow()
+            return str(freq)
+
+        return rule
+
+    kernel.rules[min_path] = store("min")
+    kernel.rules[max_path] = store("max")
+
+
+def i915_gen9(
+    root: Path, card: str = "card0", rpn: int = 300, rp0: int = 1150,
+    min_mhz: int = 300, max_mhz: int = 1150, act_mhz: int = 300, hwmon: bool = False,
+) -> tuple[Path, KernelSysfs]:
+    """A gen9 GT (Skylake GT2: RPn 300, RP0 1150, unit 50/3 MHz). Returns (card dir, kernel)."""
+    path = pci_card(root, "0000:00:02.0", "i915", card)
+    _put(path / "device/device", "0x1912")
+    files = {"gt_RPn_freq_mhz": rpn, "gt_RP0_freq_mhz": rp0, "gt_RP1_freq_mhz": 350,
+             "gt_min_freq_mhz": min_mhz, "gt_max_freq_mhz": max_mhz, "gt_boost_freq_mhz": rp0,
+             "gt_act_freq_mhz": act_mhz, "gt_cur_freq_mhz": act_mhz}
+    for name, value in files.items():
+        _put(path / name, value)
+    if hwmon:
+        _put(path / "device/hwmon/hwmon3/energy1_input", 123_000_000)
+    kernel = KernelSysfs(root)
+    kernel.read_only |= {path / n for n in files if n not in
+                         ("gt_min_freq_mhz", "gt_max_freq_mhz", "gt_boost_freq_mhz")}
+
+    def to_unit(mhz: int) -> int:
+        opcode = (mhz * 3 + 25) // 50
+        return (opcode * 50 + 1) // 3
+
+    _pinned_pair_rules(kernel, path / "gt_min_freq_mhz", path / "gt_max_freq_mhz", rpn, rp0,
+                       to_unit, [path / "gt_act_freq_mhz", path / "gt_cur_freq_mhz"])
+
+    def boost(k: KernelSysfs, p: Path, value: str) -> str:
+        freq = to_unit(_int(p, value))
+        if not rpn <= freq <= rp0:
+            raise _refuse(errno.EINVAL, p)
+        return str(freq)
+
+    kernel.rules[path / "gt_boost_freq_mhz"] = boost
+    return path, kernel
+
+
+def xe_lunarlake(
+    root: Path, card: str = "card0", rpn: int = 400, rp0: int = 2050,
+    min_mhz: int = 400, max_mhz: int = 2050, act_mhz: int = 800,
+) -> tuple[Path, KernelSysfs]:
+    """An xe GT (tile0/gt0/freq0, RPn 400, RP0 2050). Returns (card dir, kernel)."""
+    path = pci_card(root, "0000:00:02.0", "xe", card)
+    freq0 = path / "device/tile0/gt0/freq0"
+    files = {"rpn_freq": rpn, "rp0_freq": rp0, "rpe_freq": 1000, "min_freq": min_mhz,
+             "max_freq": max_mhz, "act_freq": act_mhz, "cur_freq": act_mhz}
+    for name, value in files.items():
+        _put(freq0 / name, value)
+    _put(path / "device/tile0/gt1/freq0/rpn_freq", 100)  # the media GT, not governed
+    kernel = KernelSysfs(root)
+    kernel.read_only |= {freq0 / n for n in files if n not in ("min_freq", "max_freq")}
+    _pinned_pair_rules(kernel, freq0 / "min_freq", freq0 / "max_freq", rpn, rp0,
+                       lambda mhz: mhz, [freq0 / "act_freq", freq0 / "cur_freq"])
+    return path, kernel
+
+
+# -- amdgpu ------------------------------------------------------------------------------------
+
+POLARIS_SCLK_MHZ = [300, 600, 900, 1145, 1215, 1257, 1300, 1366]
+POLARIS_OD = """OD_SCLK:
+0:        300MHz        750mV
+1:        600MHz        769mV
+2:        900MHz        881mV
+3:       1145MHz        968mV
+4:       1215MHz       1000mV
+5:       1257MHz       1025mV
+6:       1300MHz       1050mV
+7:       1366MHz       1150mV
+OD_MCLK:
+0:        300MHz        750mV
+1:       2000MHz        800mV
+OD_RANGE:
+SCLK:     300MHz       2000MHz
+MCLK:     300MHz       2250MHz
+VDDC:     750mV        1150mV"""
+
+NAVI21_OD = """OD_SCLK:
+0: 500Mhz
+1: 2660Mhz
+OD_MCLK:
+0: 97Mhz
+1: 1000MHz
+OD_VDDC_CURVE:
+0: 500MHz 700mV
+1: 1580MHz 850mV
+2: 2660MHz 1150mV
+OD_RANGE:
+SCLK:     500Mhz       3150Mhz"""
+
+
+def _dpm_table(freqs: list[int], current: int, unit: str = "Mhz") -> str:
+    return "\n".join(f"{i}: {f}{unit}{' *' if i == current else ''}" for i, f in enumerate(freqs))
+
+
+def _fine_table(low: int, high: int, current_mhz: int) -> str:
+    if current_mhz in (low, high):
+        return _dpm_table([low, high], [low, high].index(current_mhz))
+    return f"0: {low}Mhz \n1: {current_mhz}Mhz *\n2: {high}Mhz "
+
+
+def _amdgpu_card(root: Path, card: str) -> tuple[Path, KernelSysfs]:
+    """The card's PCI device directory, where amdgpu keeps its power files."""
+    path = pci_card(root, "0000:03:00.0", "amdgpu", card) / "device"
+    kernel = KernelSysfs(root)
+    kernel.read_only.add(path / "gpu_busy_percent")
+    _put(path / "gpu_busy_percent", 37)
+    _put(path / "hwmon/hwmon1/power1_average", 45_000_000)
+
+    def perf(k: KernelSysfs, p: Path, value: str) -> str:
+        allowed = {"auto", "low", "high", "manual", "profile_standard", "profile_min_sclk",
+                   "profile_min_mclk", "profile_peak"}
+        if value not in allowed:
+            raise _refuse(errno.EINVAL, p)
+        return value
+
+    kernel.rules[path / "power_dpm_force_performance_level"] = perf
+    return path, kernel
+
+
+def _manual_only(k: KernelSysfs, path: Path, level_count: int) -> int:
+    if k.value(path.parent / "power_dpm_force_performance_level") != "manual":
+        raise _refuse(errno.EINVAL, path)
+    return level_count
+
+
+def amdgpu_polaris(
+    root: Path, card: str = "card1", current: int = 0, perf_level: str = "auto",
+    unit: str = "Mhz",
+) -> tuple[Path, KernelSysfs]:
+    """A discrete Polaris (RX 580): 8 sclk levels, voltages in OD_SCLK. Returns (card, kernel)."""
+    path, kernel = _amdgpu_card(root, card)
+    _put(path / "pp_dpm_sclk", _dpm_table(POLARIS_SCLK_MHZ, current, unit))
+    _put(path / "power_dpm_force_performance_level", perf_level)
+    _put(path / "pp_od_clk_voltage", POLARIS_OD)
+
+    def sclk(k: KernelSysfs, p: Path, value: str) -> str:
+        _manual_only(k, p, len(POLARIS_SCLK_MHZ))
+        # The kernel takes a list of indices as a mask; a single one forces that level.
+        index = _int(p, value.split()[0])
+        if not 0 <= index < len(POLARIS_SCLK_MHZ):
+            raise _refuse(errno.EINVAL, p)
+        return _dpm_table(POLARIS_SCLK_MHZ, index, unit)
+
+    kernel.rules[path / "pp_dpm_sclk"] = sclk
+    return path.parent, kernel
+
+
+def amdgpu_navi21(
+    root: Path, card: str = "card1", current_mhz: int = 1283, perf_level: str = "auto",
+) -> tuple[Path, KernelSysfs]:
+    """A fine-grained RDNA2 (RX 6800): pp_dpm_sclk shows min, current, max (500..2660 MHz)."""
+    path, kernel = _amdgpu_card(root, card)
+    low, high = 500, 2660
+    _put(path / "pp_dpm_sclk", _fine_table(low, high, current_mhz))
+    _put(path / "power_dpm_force_performance_level", perf_level)
+    _put(path / "pp_od_clk_voltage", NAVI21_OD)
+
+    def sclk(k: KernelSysfs, p: Path, value: str) -> str:
+        _manual_only(k, p, 2)
+        # Fine-grained parts map index 0 to the minimum and any higher index to the maximum.
+        index = _int(p, value.split()[0])
+        return _fine_table(low, high, low if index == 0 else high)
+
+    kernel.rules[path / "pp_dpm_sclk"] = sclk
+    return path.parent, kernel
+
+
+# -- devfreq -----------------------------------------------------------------------------------
+
+def devfreq_soc(
+    root: Path, name: str, driver: str, freqs_hz: list[int], governor: str = "simple_ondemand",
+    governors: str = "userspace powersave performance simple_ondemand",
+    busy_percent: int | None = None, energy_uj: int | None = None,
+) -> tuple[Path, KernelSysfs]:
+    """A platform GPU under devfreq; returns (devfreq dir, kernel). set_freq appears only
+    while the userspace governor runs, clamped to min/max and rounded up to an OPP."""
+    platform = root / "devices/platform" / name
+    _put(root / "bus/platform/drivers" / driver / "bind", "")
+    _link(platform / "driver", root / "bus/platform/drivers" / driver)
+    _put(platform / "uevent", f"DRIVER={driver}")
+    path = platform / "devfreq" / name
+    _link(path / "device", platform)
+    _link(root / "class/devfreq" / name, path)
+    files = {"available_frequencies": " ".join(map(str, freqs_hz)), "cur_freq": freqs_hz[0],
+             "min_freq": freqs_hz[0], "max_freq": freqs_hz[-1], "governor": governor,
+             "available_governors": governors, "target_freq": freqs_hz[0],
+             "trans_stat": "", "uevent": ""}
+    for file, value in files.items():
+        _put(path / file, value)
+    if governor == "userspace":
+        _put(path / "userspace/set_freq", "undefined")
+    if busy_percent is not None:
+        _put(platform / "gpu_busy_percent", busy_percent)
+    if energy_uj is not None:
+        _put(platform / "hwmon/hwmon0/energy1_input", energy_uj)
+    kernel = KernelSysfs(root)
+    kernel.read_only |= {path / n for n in ("available_frequencies", "cur_freq",
+                                            "available_governors", "target_freq")}
+
+    def settle(k: KernelSysfs, wanted_hz: int) -> int:
+        low, high = int(k.value(path / "min_freq")), int(k.value(path / "max_freq"))
+        wanted_hz = min(max(wanted_hz, low), high)
+        running = min((f for f in freqs_hz if f >= wanted_hz), default=freqs_hz[-1])
+        (path / "cur_freq").write_text(f"{running}\n")
+        return running
+
+    def set_governor(k: KernelSysfs, p: Path, value: str) -> str:
+        if value not in k.value(path / "available_governors").split():
+            raise _refuse(errno.EINVAL, p)
+        if value == "userspace":
+            _put(path / "userspace/set_freq", "undefined")
+        elif (path / "userspace").exists():
+            (path / "userspace/set_freq").unlink()
+            (path / "userspace").rmdir()
+        return value
+
+    def set_freq(k: KernelSysfs, p: Path, value: str) -> str:
+        if not (path / "userspace").exists():
+            raise _refuse(errno.ENOENT, p)
+        wanted = _int(p, value)
+        settle(k, wanted)
+        return str(wanted)
+
+    def bound(which: str) -> Rule:
+        def rule(k: KernelSysfs, p: Path, value: str) -> str:
+            freq = _int(p, value)
+            other = int(k.value(path / ("max_freq" if which == "min" else "min_freq")))
+            if (which == "min" and freq > other) or (which == "max" and freq < other):
+                raise _refuse(errno.EINVAL, p)
+            p.write_text(f"{freq}\n")
+            settle(k, int(k.value(path / "cur_freq")))
+            return str(freq)
+
+        return rule
+
+    kernel.rules[path / "governor"] = set_governor
+    kernel.rules[path / "userspace/set_freq"] = set_freq
+    kernel.rules[path / "min_freq"] = bound("min")
+    kernel.rules[path / "max_freq"] = bound("max")
+    return path, kernel
+
+
+def mali_panfrost(root: Path, **kwargs: object) -> tuple[Path, KernelSysfs]:
+    """A Mali-G52 (RK3568) under panfrost: 200–800 MHz OPPs."""
+    freqs = [200_000_000, 300_000_000, 400_000_000, 600_000_000, 700_000_000, 800_000_000]
+    return devfreq_soc(root, "fde60000.gpu", "panfrost", freqs, **kwargs)  # type: ignore[arg-type]
+
+
+def adreno_msm(root: Path, **kwargs: object) -> tuple[Path, KernelSysfs]:
+    """An Adreno 618 (SC7180) under msm: 180–800 MHz OPPs, busy reported by the driver."""
+    freqs = [180_000_000, 267_000_000, 355_000_000, 430_000_000, 565_000_000, 650_000_000,
+             800_000_000]
+    return devfreq_soc(root, "5000000.gpu", "msm", freqs, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,118 @@
+"""devfreq: userspace governor, set_freq in Hz, read back, restore of governor and bounds."""
+
+from __future__ import annotations
+
+import errno
+import math
+
+import pytest
+
+from govd.device.base import DeviceGone, WriteRefused
+from govd.device.devfreq import DevfreqDevice
+from tests.sysfs_fixtures import adreno_msm, mali_panfrost
+
+MALI = "devices/platform/fde60000.gpu/devfreq/fde60000.gpu"
+
+
+def test_levels_are_available_frequencies_in_mhz(tmp_path):
+    path, kernel = mali_panfrost(tmp_path)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    assert list(device.levels_mhz) == [200, 300, 400, 600, 700, 800]
+    assert device.bounds_mhz == (200, 800)
+
+
+def test_governor_switched_to_userspace_then_set_freq_in_hz(tmp_path):
+    path, kernel = mali_panfrost(tmp_path)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    device.set_level(590)
+    assert kernel.writes == [(f"{MALI}/governor", "userspace"),
+                             (f"{MALI}/userspace/set_freq", "600000000")]
+    assert device.read().freq_mhz == 600
+
+
+def test_nothing_written_when_already_running_the_level(tmp_path):
+    path, kernel = mali_panfrost(tmp_path)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    device.set_level(400)
+    kernel.forget_writes()
+    device.set_level(400)
+    assert kernel.writes == []
+
+
+def test_level_clamped_to_min_max(tmp_path):
+    path, kernel = mali_panfrost(tmp_path)
+    (path / "max_freq").write_text("600000000\n")
+    device = DevfreqDevice(path, tmp_path, kernel)
+    device.set_level(800)
+    assert kernel.writes[-1] == (f"{MALI}/userspace/set_freq", "600000000")
+
+
+def test_restore_puts_governor_back_and_bounds_in_accepted_order(tmp_path):
+    path, kernel = mali_panfrost(tmp_path)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    device.set_level(300)
+    saved = device.save()
+    # Someone pinned the bounds at 700 MHz meanwhile: widening lowers min first, then max.
+    (path / "min_freq").write_text("700000000\n")
+    (path / "max_freq").write_text("700000000\n")
+    kernel.forget_writes()
+    DevfreqDevice.from_saved(saved, tmp_path, kernel).restore()
+    assert kernel.writes == [(f"{MALI}/min_freq", "200000000"), (f"{MALI}/max_freq", "800000000"),
+                             (f"{MALI}/governor", "simple_ondemand")]
+    assert not (path / "userspace").exists()
+
+
+def test_raised_bounds_restore_max_before_min(tmp_path):
+    path, kernel = mali_panfrost(tmp_path)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    device.set_level(300)
+    (path / "min_freq").write_text("200000000\n")
+    (path / "max_freq").write_text("300000000\n")
+    device._saved_state = dict(device._saved_state or {}, min_freq_hz=600000000)
+    kernel.forget_writes()
+    device.restore()
+    assert kernel.writes[:2] == [(f"{MALI}/max_freq", "800000000"),
+                                 (f"{MALI}/min_freq", "600000000")]
+
+
+def test_userspace_set_freq_restored_when_it_was_userspace(tmp_path):
+    path, kernel = mali_panfrost(tmp_path, governor="userspace")
+    kernel.write_text(path / "userspace/set_freq", "700000000")
+    device = DevfreqDevice(path, tmp_path, kernel)
+    assert "another tool" in device.controllable().reason
+    device.set_level(200)
+    kernel.forget_writes()
+    device.restore()
+    assert kernel.writes == [(f"{MALI}/userspace/set_freq", "700000000")]
+
+
+def test_without_userspace_governor_not_controllable_and_says_why(tmp_path):
+    path, kernel = mali_panfrost(tmp_path, governors="simple_ondemand performance")
+    verdict = DevfreqDevice(path, tmp_path, kernel).controllable()
+    assert not verdict.ok and "userspace" in verdict.reason
+
+
+def test_busy_and_energy_from_the_parent_device(tmp_path):
+    path, kernel = adreno_msm(tmp_path, busy_percent=42, energy_uj=5_000_000)
+    reading = DevfreqDevice(path, tmp_path, kernel).read()
+    assert reading.busy == 0.42 and reading.energy_mj == 5000 and math.isnan(reading.power_w)
+
+
+def test_busy_is_nan_where_the_driver_has_none(tmp_path):
+    path, kernel = mali_panfrost(tmp_path)
+    assert math.isnan(DevfreqDevice(path, tmp_path, kernel).read().busy)
+
+
+def test_refused_governor_write_is_typed(tmp_path):
+    path, kernel = mali_panfrost(tmp_path)
+    kernel.inject[path / "governor"] = errno.EBUSY
+    with pytest.raises(WriteRefused):
+        DevfreqDevice(path, tmp_path, kernel).set_level(400)
+
+
+def test_removed_device_is_gone(tmp_path):
+    path, kernel = mali_panfrost(tmp_path)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    kernel.inject[path / "governor"] = errno.ENODEV
+    with pytest.raises(DeviceGone):
+        device.set_level(400)

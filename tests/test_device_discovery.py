@@ -1,0 +1,171 @@
+"""Discovery on fixture trees and, through umockdev, on devices pyudev really sees; hot-plug;
+reopening from saved state; the `govd devices` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from govd.device import discovery
+from govd.device.base import Controllability, Device, Reading
+from govd.device.discovery import discover, open_found, restore_saved, scan
+from tests.sysfs_fixtures import amdgpu_polaris, i915_gen9, mali_panfrost, pci_card
+
+REPO = Path(__file__).resolve().parent.parent
+UMOCKDEV = REPO / "tests" / "umockdev"
+needs_umockdev = pytest.mark.skipif(shutil.which("umockdev-run") is None,
+                                    reason="umockdev-run not installed")
+
+
+def _govd(*args: str, wrapper: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([*wrapper, sys.executable, "-m", "govd", *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def _machine(root: Path) -> None:
+    i915_gen9(root)
+    amdgpu_polaris(root, card="card1")
+    mali_panfrost(root)
+    pci_card(root, "0000:05:00.0", "nouveau", card="card2")
+
+
+def test_scan_finds_cards_and_devfreq_only_with_their_drivers(tmp_path):
+    _machine(tmp_path)
+    found = [(f.subsystem, f.name, f.driver, f.backend) for f in scan(tmp_path)]
+    assert found == [
+        ("devfreq", "fde60000.gpu", "panfrost", "devfreq"),
+        ("drm", "card0", "i915", "i915"),
+        ("drm", "card1", "amdgpu", "amdgpu"),
+        ("drm", "card2", "nouveau", None),
+    ]
+
+
+def test_discover_builds_one_backend_per_supported_device(tmp_path):
+    _machine(tmp_path)
+    assert [(d.backend, d.name) for d in discover(tmp_path)] == [
+        ("devfreq", "fde60000.gpu"), ("i915", "card0"), ("amdgpu", "card1")]
+
+
+def test_unsupported_driver_cannot_be_opened(tmp_path):
+    _machine(tmp_path)
+    with pytest.raises(KeyError, match="nouveau"):
+        open_found(scan(tmp_path)[-1], tmp_path)
+
+
+def test_restore_saved_reopens_the_device_and_puts_its_state_back(tmp_path):
+    _machine(tmp_path)
+    card = next(d for d in discover(tmp_path) if d.backend == "amdgpu")
+    card.set_level(900)
+    saved = json.loads(json.dumps(card.save()))  # as `govd restore` reads it from disk
+    assert (tmp_path / saved["path"] / "device/power_dpm_force_performance_level").read_text() \
+        == "manual"
+    restore_saved(saved, tmp_path)
+    assert (tmp_path / saved["path"] / "device/power_dpm_force_performance_level").read_text() \
+        == "auto"
+
+
+def test_saved_state_of_an_unknown_backend_is_refused(tmp_path):
+    with pytest.raises(KeyError, match="warp"):
+        restore_saved({"backend": "warp", "path": "x", "state": {}}, tmp_path)
+
+
+class _Accelerator(Device):
+    """A stand-in for a device another discoverer (NVML) would return."""
+
+    backend = "nvml"
+    name = "GPU-0"
+    levels_mhz = np.array([300.0, 1500.0])
+    bounds_mhz = (300.0, 1500.0)
+
+    def controllable(self) -> Controllability:
+        return Controllability(False, "needs root")
+
+    def read(self) -> Reading:
+        return Reading(freq_mhz=1500.0)
+
+    def set_level(self, freq_mhz: float) -> None:
+        raise AssertionError("not written in this test")
+
+    def save(self) -> dict:
+        return {"backend": "nvml"}
+
+    def restore(self) -> None:
+        pass
+
+
+def test_other_discoverers_plug_into_discover_and_the_device_list(tmp_path, monkeypatch):
+    from govd.device.cli import list_devices
+
+    monkeypatch.setattr(discovery, "DISCOVERERS", [*discovery.DISCOVERERS,
+                                                   lambda root: [_Accelerator()]])
+    monkeypatch.setattr("govd.device.cli.DISCOVERERS", discovery.DISCOVERERS)
+    mali_panfrost(tmp_path)
+    assert [d.name for d in discover(tmp_path)] == ["fde60000.gpu", "GPU-0"]
+    rows = list_devices(tmp_path)
+    assert rows[-1]["name"] == "GPU-0" and rows[-1]["reason"] == "needs root"
+
+
+def test_devices_command_lists_levels_and_why_not_controllable(tmp_path):
+    _machine(tmp_path)
+    (tmp_path / "devices/platform/fde60000.gpu/devfreq/fde60000.gpu/available_governors"
+     ).write_text("simple_ondemand performance\n")
+    result = _govd("devices", "--sysfs-root", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "BACKEND", "LEVELS", "RUNNING", "CONTROL"]
+    assert "52 levels 300–1150 MHz" in lines[2] and "controllable" in lines[2]
+    assert "8 levels 300–1366 MHz" in lines[3]
+    assert "not controllable" in lines[1] and "userspace" in lines[1]
+    assert "nouveau" in lines[4] and "not controllable" in lines[4]
+
+
+def test_devices_command_json(tmp_path):
+    _machine(tmp_path)
+    result = _govd("devices", "--json", "--sysfs-root", str(tmp_path))
+    rows = json.loads(result.stdout)
+    card0 = next(r for r in rows if r["name"] == "card0")
+    assert card0 == {"name": "card0", "backend": "i915", "levels": 52, "min_mhz": 300.0,
+                     "max_mhz": 1150.0, "current_mhz": 300.0, "controllable": True, "reason": ""}
+
+
+def test_devices_command_refuses_a_missing_root(tmp_path):
+    result = _govd("devices", "--sysfs-root", str(tmp_path / "nope"))
+    assert result.returncode == 2 and "not a directory" in result.stderr
+
+
+@needs_umockdev
+def test_udev_discovery_sees_umockdev_devices():
+    result = _govd("devices", "--json", wrapper=(
+        "umockdev-run", "--device", str(UMOCKDEV / "i915-gen9.umockdev"),
+        "--device", str(UMOCKDEV / "mali-panfrost.umockdev"), "--"))
+    assert result.returncode == 0, result.stderr
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    # Render node and connector are filtered out; only the card and the devfreq device remain.
+    assert set(rows) == {"card0", "fde60000.gpu"}
+    assert rows["card0"]["backend"] == "i915" and rows["card0"]["current_mhz"] == 450
+    assert rows["fde60000.gpu"]["levels"] == 6 and rows["fde60000.gpu"]["current_mhz"] == 400
+
+
+@needs_umockdev
+def test_unplug_and_replug_seen_by_scan_and_monitor():
+    env = dict(os.environ, PYTHONPATH=str(REPO), LD_PRELOAD="libumockdev-preload.so.0")
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "umockdev_hotplug.py"),
+         str(UMOCKDEV / "i915-gen9.umockdev"), str(UMOCKDEV / "mali-panfrost.umockdev")],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["after_add"] == ["fde60000.gpu", "card0"]
+    assert seen["after_remove"] == ["fde60000.gpu"]
+    assert seen["after_replug"] == ["fde60000.gpu", "card0"]
+    assert ["remove", "drm", "card0"] in seen["events"]
+    assert seen["events"][-1] == ["add", "drm", "card0"]
+    assert all(name not in ("renderD128", "card0-eDP-1") for _, _, name in seen["events"])

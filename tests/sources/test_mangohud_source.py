@@ -42,10 +42,14 @@ def touch_newer(path: Path, than: Path) -> None:
     os.utime(path, ns=(t, t))
 
 
-def started(folder: Path, name: str = "game_2024-01-02_03-04-05.csv", head: str = NEW_HEADER):
-    """A source following a log that exists (with preamble and header) when it starts."""
+def started(
+    folder: Path,
+    head: str = PREAMBLE + NEW_HEADER + new_row(99.0),
+    name: str = "game_2024-01-02_03-04-05.csv",
+) -> tuple[MangoHudSource, Path]:
+    """A source following a log that already holds ``head`` when it starts."""
     path = folder / name
-    path.write_text(PREAMBLE + head + (new_row(99.0) if head is NEW_HEADER else old_row(99000)))
+    path.write_text(head)
     src = MangoHudSource(folder, rescan_s=0)
     assert src.drain() == []  # rows from before govd started are history
     return src, path
@@ -60,26 +64,20 @@ def test_new_builds_log_milliseconds(tmp_path: Path) -> None:
 
 
 def test_old_builds_log_microseconds(tmp_path: Path) -> None:
-    src, path = started(tmp_path, head=OLD_HEADER)
+    src, path = started(tmp_path, PREAMBLE + OLD_HEADER + old_row(99000))
     append(path, old_row(16600) + old_row(8300))
     assert [f.gpu_time_ms for f in src.drain()] == pytest.approx([16.6, 8.3])
 
 
 def test_unit_from_magnitude_when_there_is_no_fps_column(tmp_path: Path) -> None:
-    path = tmp_path / "a_2024-01-02_03-04-05.csv"
-    path.write_text(PREAMBLE + "frametime,elapsed\n")
-    src = MangoHudSource(tmp_path, rescan_s=0)
-    src.drain()
+    src, path = started(tmp_path, PREAMBLE + "frametime,elapsed\n")
     append(path, "16600,1\n17000,2\n")
     assert [f.gpu_time_ms for f in src.drain()] == pytest.approx([16.6, 17.0])
 
 
 def test_versioned_log_header_is_found(tmp_path: Path) -> None:
-    path = tmp_path / "v_2024-01-02_03-04-05.csv"
     versioning = "v1\n0.7.1\n---SYSTEM INFO---\n"
-    path.write_text(versioning + PREAMBLE + "---FRAME METRICS---\n" + NEW_HEADER)
-    src = MangoHudSource(tmp_path, rescan_s=0)
-    src.drain()
+    src, path = started(tmp_path, versioning + PREAMBLE + "---FRAME METRICS---\n" + NEW_HEADER)
     append(path, new_row(10.0))
     assert [f.gpu_time_ms for f in src.drain()] == pytest.approx([10.0])
 
@@ -104,20 +102,14 @@ def test_bad_rows_are_skipped_and_counted(tmp_path: Path) -> None:
 
 
 def test_header_without_frame_time_is_reported_once_and_fps_used(tmp_path: Path) -> None:
-    path = tmp_path / "g_2024-01-02_03-04-05.csv"
-    path.write_text(PREAMBLE + "fps,gpu_load,elapsed\n")
-    src = MangoHudSource(tmp_path, rescan_s=0)
-    src.drain()
+    src, path = started(tmp_path, PREAMBLE + "fps,gpu_load,elapsed\n")
     append(path, "50,90,1\n")
     assert [f.gpu_time_ms for f in src.drain()] == pytest.approx([20.0])
     assert len(src.errors) == 1 and "1000/fps" in src.errors[0]
 
 
 def test_unusable_header_is_reported_once_then_newer_log_used(tmp_path: Path) -> None:
-    bad = tmp_path / "g_2024-01-02_03-04-05.csv"
-    bad.write_text(PREAMBLE + "cpu_load,gpu_load\n")
-    src = MangoHudSource(tmp_path, rescan_s=0)
-    src.drain()
+    src, bad = started(tmp_path, PREAMBLE + "cpu_load,gpu_load\n")
     append(bad, "1,2\n3,4\n")
     assert src.drain() == [] and src.drain() == []
     assert len(src.errors) == 1 and "neither" in src.errors[0]

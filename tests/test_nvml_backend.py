@@ -298,3 +298,26 @@ def test_real_gpu_benchmark_refuses_politely_when_not_root(nvml: FakeNvml, tmp_p
     assert "root" in done.stdout
     assert not (tmp_path / "results").exists()
     assert "gpu0.lock_writes" not in nvml.state()
+
+
+@pytest.mark.parametrize("arch", ["volta", "ampere"])
+def test_generic_restore_saved_brings_an_nvml_gpu_back(nvml: FakeNvml, arch: str) -> None:
+    """`govd restore` goes through discovery's backend registry, whatever the GPU generation
+    (Volta has no memory lock to reset: that must not fail the restore)."""
+    nvml.configure({"arch": arch, "root": 1})
+    crashed = nvml.run("""
+        (gpu,) = discover_nvml()
+        gpu.set_level(900)
+        report(**gpu.save())
+        sys.stdout.flush()
+        os._exit(1)
+    """)
+    saved = json.loads(crashed.stdout.strip().splitlines()[-1])
+    assert nvml.state()["gpu0.lock_max"] == "900"
+    got = nvml.report(f"""
+        from govd.device import discovery
+        discovery.restore_saved({saved!r})
+        report(lock=None)
+    """)
+    assert got == {"lock": None}
+    assert nvml.state()["gpu0.lock_max"] in ("0", "")

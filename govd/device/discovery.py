@@ -198,3 +198,20 @@ class HotplugMonitor:
         """Events as they come, blocking."""
         while (event := self.poll()) is not None:
             yield event
+
+
+def _discover_nvml(_sysfs_root: Path) -> list[Device]:
+    from govd.device import nvml
+
+    return list(nvml.discover_nvml())
+
+
+def _reopen_nvml(saved: dict[str, Any], _sysfs_root: Path) -> Device:
+    from govd.device import nvml
+
+    return nvml.NvmlDevice.from_saved(saved)
+
+
+# NVML is imported lazily: a machine without the NVIDIA driver pays nothing for it.
+DISCOVERERS.append(_discover_nvml)
+BACKENDS["nvml"] = _reopen_nvml

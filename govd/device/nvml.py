@@ -325,11 +325,28 @@ class NvmlDevice(Device):
             }
         return dict(self._saved)
 
+    @classmethod
+    def from_saved(cls, saved: Mapping[str, Any]) -> NvmlDevice:
+        """Reopen the GPU a `save` described (by UUID), in a process that did not lock it
+        (``govd restore`` after a crash): its `restore` then resets both clock domains."""
+        uuid = saved.get("uuid")
+        if saved.get("backend") != cls.backend or not isinstance(uuid, str):
+            raise ValueError(f"not a saved NVML device state: {dict(saved)!r}")
+        device = cls.open_uuid(uuid)
+        device._saved = dict(saved)
+        device._written.update(_RESETS)
+        return device
+
     def restore(self) -> None:
         """Reset to the driver default each clock domain govd locked (idempotent)."""
         for domain in _RESETS:
             if domain in self._written:
-                self._reset(domain)
+                try:
+                    self._reset(domain)
+                except NotSupported:
+                    # only reachable for a device reopened by `from_saved`, which resets both
+                    # domains without knowing whether this GPU has a memory lock at all
+                    log.debug("%s: no %s clock lock to reset", self.name, domain)
 
     def reset_all(self) -> None:
         """Reset both clock locks to the driver default whoever set them; a domain the GPU

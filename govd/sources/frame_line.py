@@ -1,0 +1,103 @@
+"""The frame-socket protocol: one ``F <gpu_time_us> [key=value ...]`` line per frame.
+
+A line either parses into a `FrameLine` or is rejected with a short reason (a stable word used as a
+counter name in the source's `stats`), so a misbehaving sender costs a counter, never the daemon.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+MAX_GPU_TIME_US = 10_000_000.0
+"""Longest frame accepted: 10 s. Anything longer is a unit mistake or garbage. Units: µs."""
+MAX_TARGET_FPS = 1000.0
+"""Highest frame-rate target a sender may ask for. Units: frames/s."""
+MAX_APP_CHARS = 64
+"""Longest ``app=`` value kept (longer ones are cut, not rejected)."""
+
+# Plain decimal or scientific notation only: float() would also take "1_000", "nan" and "inf".
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_NOT_FINITE = {"nan", "inf", "infinity"}
+
+# Reasons a line is dropped; each is counted as ``dropped_<reason>``.
+REASONS = (
+    "encoding",  # not UTF-8 (ASCII is the protocol; UTF-8 app names are tolerated)
+    "tag",  # first token is not "F"
+    "missing_time",  # "F" alone
+    "not_numeric",
+    "not_finite",  # NaN or infinity
+    "non_positive",  # zero or negative time
+    "too_large",  # above MAX_GPU_TIME_US
+    "malformed_key",  # a token after the time that is not key=value
+    "bad_target_fps",
+    "bad_app",  # empty or non-printable app name
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FrameLine:
+    """One frame as the sender described it (identity comes from the socket, not from here)."""
+
+    gpu_time_ms: float
+    """GPU time of the frame. Units: ms."""
+    app: str | None
+    """The sender's ``app=`` value, if it gave one."""
+    target_fps: float | None
+    """The sender's ``target_fps=`` value, if it gave one. Units: frames/s."""
+
+
+class LineRejected(ValueError):
+    """A line that does not follow the protocol; ``reason`` is one of `REASONS`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _number(token: str) -> float:
+    if _NUMBER.fullmatch(token) is None:
+        if token.lstrip("+-").lower() in _NOT_FINITE:
+            raise LineRejected("not_finite")
+        raise LineRejected("not_numeric")
+    return float(token)
+
+
+def parse_frame_line(raw: bytes) -> FrameLine:
+    """Parse one protocol line (without its newline); raise `LineRejected` if it does not follow
+    the protocol. The time is given in µs on the wire and returned in ms."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise LineRejected("encoding") from None
+    tokens = text.split()
+    if not tokens or tokens[0] != "F":
+        raise LineRejected("tag")
+    if len(tokens) < 2:
+        raise LineRejected("missing_time")
+    time_us = _number(tokens[1])
+    if time_us > MAX_GPU_TIME_US:  # also catches literals that overflow to inf, e.g. 1e999
+        raise LineRejected("too_large")
+    if time_us <= 0:
+        raise LineRejected("non_positive")
+    app: str | None = None
+    target_fps: float | None = None
+    for token in tokens[2:]:
+        key, sep, value = token.partition("=")
+        if not sep or not key:
+            raise LineRejected("malformed_key")
+        if key == "app":
+            if not value or not value.isprintable():
+                raise LineRejected("bad_app")
+            app = value[:MAX_APP_CHARS]
+        elif key == "target_fps":
+            try:
+                fps = _number(value)
+            except LineRejected:
+                raise LineRejected("bad_target_fps") from None
+            if not (math.isfinite(fps) and 0 < fps <= MAX_TARGET_FPS):
+                raise LineRejected("bad_target_fps")
+            target_fps = fps
+        # Unknown keys are ignored so that newer senders keep working with an older govd.
+    return FrameLine(gpu_time_ms=time_us / 1000.0, app=app, target_fps=target_fps)

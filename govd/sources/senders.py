@@ -1,0 +1,74 @@
+"""What the frame socket remembers about each sender: its rate budget and its process name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+FORGET_AFTER_S = 10.0
+"""A sender silent this long is forgotten (its pid may be reused by another process). Units: s."""
+
+
+@dataclass(slots=True)
+class _Sender:
+    tokens: float
+    last_s: float
+    name: str | None = None
+
+
+class Senders:
+    """Per-pid token buckets and cached ``/proc/<pid>/comm`` names.
+
+    Each pid may send ``rate_fps`` frames per second on average and ``burst`` at once, so that one
+    noisy process cannot crowd the others out of the bounded queue. ``rate_fps`` of 0 disables the
+    limit. Time comes from the caller (``now_s``), so the buckets can be tested without sleeping.
+    """
+
+    def __init__(self, rate_fps: float, burst: float, proc_root: Path = Path("/proc")) -> None:
+        self.rate_fps = rate_fps
+        self.burst = max(burst, 1.0)
+        self.proc_root = proc_root
+        self._known: dict[int, _Sender] = {}
+
+    def _sender(self, pid: int, now_s: float) -> _Sender:
+        sender = self._known.get(pid)
+        if sender is None:
+            sender = _Sender(tokens=self.burst, last_s=now_s)
+            self._known[pid] = sender
+        return sender
+
+    def admit(self, pid: int, now_s: float) -> bool:
+        """Take one frame from ``pid``'s budget; False when the budget is spent."""
+        sender = self._sender(pid, now_s)
+        elapsed_s = max(0.0, now_s - sender.last_s)
+        sender.last_s = now_s
+        if self.rate_fps <= 0:
+            return True
+        sender.tokens = min(self.burst, sender.tokens + elapsed_s * self.rate_fps)
+        if sender.tokens < 1.0:
+            return False
+        sender.tokens -= 1.0
+        return True
+
+    def name(self, pid: int, now_s: float) -> str:
+        """The process name of ``pid`` (``/proc/<pid>/comm``), cached; "" when it cannot be read
+        (the process has exited, or pid is 0 because the kernel sent no credentials)."""
+        if pid <= 0:
+            return ""
+        sender = self._sender(pid, now_s)
+        if sender.name is None:
+            try:
+                comm = (self.proc_root / str(pid) / "comm").read_bytes()
+            except OSError:
+                comm = b""
+            sender.name = comm.decode("utf-8", "replace").strip()
+        return sender.name
+
+    def forget_idle(self, now_s: float) -> None:
+        """Drop senders silent for `FORGET_AFTER_S`: bounds memory and pid-reuse mistakes."""
+        stale = [pid for pid, s in self._known.items() if now_s - s.last_s > FORGET_AFTER_S]
+        for pid in stale:
+            del self._known[pid]
+
+    def __len__(self) -> int:
+        return len(self._known)

@@ -14,6 +14,7 @@ from importlib import import_module
 from govd import __version__
 
 COMMANDS: list[str] = [
+    "govd.sim.cli",
 ]
 
 

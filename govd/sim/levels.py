@@ -57,7 +57,8 @@ class LevelTable:
         """Voltage at each level, increasing, convex near the top. Units: V."""
         f = self.freqs_mhz
         x = (f - f[0]) / (f[-1] - f[0])
-        return self.v_min + (self.v_max - self.v_min) * (x + x**3) / 2
+        volts: FloatArray = self.v_min + (self.v_max - self.v_min) * (x + x**3) / 2
+        return volts
 
     def power_w(self, core_activity: FloatArray, mem_activity: FloatArray) -> FloatArray:
         """Power at each level, shape [..., L] for activities broadcastable to it. Units: W."""

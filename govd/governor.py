@@ -21,6 +21,9 @@ from govd.target import Target
 
 _NO_COUNTERS = np.zeros(0)
 
+ERROR_WEIGHT = 0.05
+"""Weight of the newest squared prediction error in the running RMS (about 20 ticks, 1 s)."""
+
 
 @dataclass(slots=True)
 class Sample:
@@ -81,6 +84,9 @@ class Governor:
         if bounds_mhz is not None:
             self.set_bounds(*bounds_mhz)
         self.ticks = 0
+        self._expected_level = -1
+        self._expected_ms = math.nan
+        self._error_sq = math.nan
 
     def set_bounds(self, min_mhz: float, max_mhz: float) -> None:
         """Restrict decisions to levels within [min_mhz, max_mhz] (at least one level)."""
@@ -114,16 +120,19 @@ class Governor:
             sample.mem_activity, deadline_ms,
         )
         model = self.model
+        current = self.nearest_level(sample.freq_mhz)
+        self._track_error(current, sample.frame_time_ms)
         view = Outlook(
             levels_mhz=self.levels_mhz,
             lo=self.lo,
             hi=self.hi,
-            current=self.nearest_level(sample.freq_mhz),
+            current=current,
             time_ms=model.time_ms,
             power_w=model.power_w,
             energy_mj=model.energy_mj,
             sensitivity_ms_per_mhz=model.sensitivity_ms_per_mhz,
             model_ready=model.ready,
+            time_error=math.sqrt(self._error_sq),
             busy=busy,
             interval_s=sample.interval_s,
             target=self.target,
@@ -131,10 +140,27 @@ class Governor:
         )
         level = min(max(int(self.policy.decide(view)), self.lo), self.hi)
         self.ticks += 1
+        self._expected_level = level
+        self._expected_ms = float(model.time_ms[level]) if model.ready else math.nan
         return Decision(level, self._levels[level], view, flags)
+
+    def _track_error(self, level: int, frame_time_ms: float) -> None:
+        """Fold the error of last tick's prediction for the level that then ran into the RMS."""
+        if level != self._expected_level or not (
+            math.isfinite(frame_time_ms) and frame_time_ms > 0 and self._expected_ms > 0
+        ):
+            return
+        err = min(frame_time_ms / self._expected_ms - 1.0, 10.0)
+        if math.isnan(self._error_sq):
+            self._error_sq = err * err
+        else:
+            self._error_sq += ERROR_WEIGHT * (err * err - self._error_sq)
 
     def reset(self) -> None:
         """Forget the model and the policy's history (new workload, device taken back)."""
         self.model.reset()
         self.policy.reset()
         self.ticks = 0
+        self._expected_level = -1
+        self._expected_ms = math.nan
+        self._error_sq = math.nan

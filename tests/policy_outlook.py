@@ -34,6 +34,7 @@ def outlook(
         energy_mj=unknown.copy(),
         sensitivity_ms_per_mhz=math.nan,
         model_ready=False,
+        time_error=math.nan,
         busy=busy,
         interval_s=interval_s,
         target=target or Target(fps=60.0),

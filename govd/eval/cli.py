@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--mu", type=float, default=None, help="RLS regularisation μ (P0 = I/μ)")
     p.add_argument("--margin", type=float, default=None, help="energy policy safety margin")
     p.add_argument("--hysteresis", type=float, default=None, help="energy policy hysteresis")
+    p.add_argument("--error-weight", type=float, default=None,
+                   help="energy policy: margin >= this times the recent RMS prediction error")
     p.add_argument("--json", action="store_true", help="print JSON records instead of a table")
     p.add_argument("--plot", metavar="DIR", help="write PNG plots (matplotlib) into DIR")
     p.set_defaults(func=run)
@@ -91,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     counters = None
     if args.counters is not None:
         counters = [] if args.counters == "none" else args.counters.split(",")
-    energy_params = {k: v for k, v in (("margin", args.margin), ("hysteresis", args.hysteresis))
-                     if v is not None}
+    energy_params = {k: v for k, v in (("margin", args.margin), ("hysteresis", args.hysteresis),
+                                       ("error_weight", args.error_weight)) if v is not None}
     settings = _settings(args)
     try:
         sweeps = [read_sweep(path) for path in args.sweep]

@@ -36,8 +36,13 @@ class Replay:
     levels: IntArray
     """Level index that ran each unit, shape [U]."""
     predicted_time_ms: FloatArray
-    """Frame time predicted (at the step before) for each unit at the level it then ran; NaN
-    for unit 0 and while the model was not ready. Shape [U]."""
+    """Frame time predicted (at the step before, counters held: what the decision used) for
+    each unit at the level it then ran; NaN for unit 0 and while the model was not ready.
+    Shape [U]."""
+    fitted_time_ms: FloatArray
+    """The model's a-priori estimate of each unit's time at the level it ran, from the unit's
+    measured counters and the coefficients before learning from it (seed 000's measure of
+    prediction accuracy, §V-C). NaN until the model is ready. Shape [U]."""
     sensitivity_ms_per_mhz: FloatArray
     """Model's dt/df right after observing each unit, at that unit's level. Shape [U]."""
     energy_units: IntArray
@@ -89,6 +94,7 @@ def replay(
     time_ms, levels_mhz = sweep.time_ms, [float(f) for f in sweep.levels_mhz]
     chosen = np.empty(n_units, dtype=np.intp)
     predicted = np.full(n_units, math.nan)
+    fitted = np.full(n_units, math.nan)
     sens = np.full(n_units, math.nan)
     energy_units = np.arange(0, max(n_units - 1, 0), KENDALL_STRIDE)
     energy = np.full((energy_units.size, n_levels), math.nan)
@@ -109,6 +115,8 @@ def replay(
         )
         view = decision.outlook
         sens[u] = view.sensitivity_ms_per_mhz
+        if view.model_ready:
+            fitted[u] = gov.model.fitted_time_ms
         level = decision.level
         if view.model_ready and u + 1 < n_units:
             predicted[u + 1] = view.time_ms[level]
@@ -117,4 +125,5 @@ def replay(
         if progress is not None and u % 4096 == 0:
             progress(u)
     wall_s = time.perf_counter() - started
-    return Replay(chosen, predicted, sens, energy_units, energy, gov.model.stats_dict(), wall_s)
+    return Replay(chosen, predicted, fitted, sens, energy_units, energy, gov.model.stats_dict(),
+                  wall_s)

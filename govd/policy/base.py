@@ -43,6 +43,9 @@ class Outlook:
     """dt/df at the running level (three-point Lagrange). Units: ms/MHz."""
     model_ready: bool
     """False until the model has seen enough samples for its predictions to mean anything."""
+    time_error: float
+    """Recent relative error of the frame-time predictions at the level that then ran (an
+    exponentially weighted RMS of actual/predicted − 1); NaN until known."""
     busy: float
     """Device utilisation over the last tick, 0..1 (NaN when the device does not say)."""
     interval_s: float

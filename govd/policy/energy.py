@@ -22,11 +22,19 @@ class EnergyPolicy:
     name: ClassVar[str] = "energy"
     uses_model: ClassVar[bool] = True
 
-    def __init__(self, margin: float = 0.05, hysteresis: float = 0.02) -> None:
-        """``margin``: predicted times are inflated by (1 + margin) before the feasibility test;
-        ``hysteresis``: relative energy saving needed to leave a feasible running level."""
+    def __init__(
+        self, margin: float = 0.05, hysteresis: float = 0.02, error_weight: float = 2.0
+    ) -> None:
+        """``margin``: least safety margin: predicted times are inflated by (1 + margin) before
+        the feasibility test; ``error_weight``: the margin grows to error_weight times the
+        recent RMS prediction error when that is larger (noisy workloads get more headroom,
+        steady ones less); ``hysteresis``: relative energy saving needed to leave a feasible
+        running level."""
         if not (math.isfinite(margin) and 0.0 <= margin < 1.0):
             raise ValueError(f"margin must be in [0, 1), got {margin!r}")
+        if not (math.isfinite(error_weight) and 0.0 <= error_weight <= 10.0):
+            raise ValueError(f"error_weight must be in [0, 10], got {error_weight!r}")
+        self.error_weight = error_weight
         if not (math.isfinite(hysteresis) and 0.0 <= hysteresis < 1.0):
             raise ValueError(f"hysteresis must be in [0, 1), got {hysteresis!r}")
         self.margin = margin
@@ -42,7 +50,10 @@ class EnergyPolicy:
         else:
             assert view.target.max_slowdown is not None
             limit_ms = (1.0 + view.target.max_slowdown) * float(time_ms.min())
-        limit_ms /= 1.0 + self.margin
+        margin = self.margin
+        if math.isfinite(view.time_error):
+            margin = max(margin, min(self.error_weight * view.time_error, 0.5))
+        limit_ms /= 1.0 + margin
         best, best_mj = view.hi, math.inf
         for level in range(view.lo, view.hi + 1):
             if time_ms[level] <= limit_ms and energy_mj[level] < best_mj:

@@ -1,0 +1,72 @@
+"""The energy policy: least predicted energy under the target, margin, hysteresis, fallbacks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from govd.policy.energy import EnergyPolicy
+from govd.target import Target
+from tests.policy_outlook import outlook
+
+LEVELS = [200.0, 300.0, 400.0, 500.0]
+
+
+def view(time_ms, energy_mj, current=0, target=None, ready=True, time_error=math.nan, lo=0,
+         hi=None):
+    v = outlook(LEVELS, current=current, target=target or Target(fps=50), lo=lo, hi=hi)
+    v.time_ms = np.array(time_ms, dtype=float)
+    v.energy_mj = np.array(energy_mj, dtype=float)
+    v.model_ready = ready
+    v.time_error = time_error
+    return v
+
+
+def test_least_energy_among_levels_that_meet_the_deadline() -> None:
+    # deadline 20 ms; level 0 too slow; level 2 cheapest of the rest
+    v = view([30, 18, 12, 10], [5, 9, 7, 8], current=3)
+    assert EnergyPolicy(margin=0.05).decide(v) == 2
+
+
+def test_margin_excludes_a_level_that_only_just_fits() -> None:
+    v = view([30, 19.5, 12, 10], [5, 1, 7, 8], current=3)
+    assert EnergyPolicy(margin=0.0).decide(v) == 1
+    assert EnergyPolicy(margin=0.05).decide(v) == 2  # 19.5 · 1.05 > 20
+
+
+def test_recent_prediction_error_widens_the_margin() -> None:
+    v = view([30, 17, 12, 10], [5, 1, 7, 8], current=3, time_error=0.1)
+    assert EnergyPolicy(margin=0.05, error_weight=0.0).decide(v) == 1
+    assert EnergyPolicy(margin=0.05, error_weight=2.0).decide(v) == 2  # 17 · 1.2 > 20
+
+
+def test_hysteresis_keeps_a_feasible_running_level_unless_the_saving_is_real() -> None:
+    v = view([30, 18, 12, 10], [5, 9, 7.0, 7.1], current=3)
+    assert EnergyPolicy(hysteresis=0.02).decide(v) == 3
+    v = view([30, 18, 12, 10], [5, 9, 7.0, 8.0], current=3)
+    assert EnergyPolicy(hysteresis=0.02).decide(v) == 2
+
+
+def test_fastest_allowed_level_when_nothing_is_feasible_or_model_not_ready() -> None:
+    assert EnergyPolicy().decide(view([40, 35, 30, 25], [1, 2, 3, 4], hi=2)) == 2
+    assert EnergyPolicy().decide(view([1, 1, 1, 1], [1, 2, 3, 4], ready=False)) == 3
+
+
+def test_slowdown_target_is_relative_to_the_fastest_predicted_time() -> None:
+    v = view([13, 11.5, 10.5, 10], [3, 4, 5, 6], current=3, target=Target(max_slowdown=0.2))
+    assert EnergyPolicy(margin=0.0).decide(v) == 1  # 11.5 <= 12, 13 > 12
+    assert EnergyPolicy(margin=0.05).decide(v) == 2  # 11.5 · 1.05 > 12
+
+
+def test_bounds_are_respected() -> None:
+    v = view([30, 18, 12, 10], [5, 1, 7, 8], current=3, lo=2)
+    assert EnergyPolicy().decide(v) == 2
+
+
+@pytest.mark.parametrize("kwargs", [{"margin": -0.1}, {"margin": 1.0}, {"hysteresis": math.nan},
+                                    {"error_weight": -1.0}])
+def test_invalid_parameters_are_refused(kwargs) -> None:
+    with pytest.raises(ValueError):
+        EnergyPolicy(**kwargs)

@@ -6,6 +6,15 @@ safety margin, fits the deadline 1000/fps ms; with a slowdown target, when it is
 with the least predicted energy (busy + idle until the deadline) wins; the running level is
 kept unless the winner saves more than ``hysteresis`` of its energy, so the choice does not
 flap on noise. Nothing feasible, or a model not yet ready: the fastest allowed level.
+
+Under a frame deadline the margin grows with the recent prediction error of absolute frame
+times. Under a slowdown target both sides of the test come from the same prediction, whose
+error is mostly common to every level, so only the fixed margin applies.
+
+A model only learns how time scales with frequency from ticks where the frequency changed.
+A policy that holds one level never teaches it, and with the seed's fully-scalable prior
+(a0 = 1) a lower level can look infeasible forever. So after ``probe_ticks`` ticks at one
+level the policy runs one tick a level lower (when the deadline, if any, still looks met).
 """
 
 from __future__ import annotations
@@ -23,18 +32,28 @@ class EnergyPolicy:
     uses_model: ClassVar[bool] = True
 
     def __init__(
-        self, margin: float = 0.05, hysteresis: float = 0.02, error_weight: float = 2.0
+        self,
+        margin: float = 0.05,
+        hysteresis: float = 0.02,
+        error_weight: float = 2.0,
+        probe_ticks: int = 40,
     ) -> None:
         """``margin``: least safety margin: predicted times are inflated by (1 + margin) before
         the feasibility test; ``error_weight``: the margin grows to error_weight times the
         recent RMS prediction error when that is larger (noisy workloads get more headroom,
         steady ones less); ``hysteresis``: relative energy saving needed to leave a feasible
-        running level."""
+        running level; ``probe_ticks``: ticks at one level before probing one level lower
+        (0: never probe)."""
         if not (math.isfinite(margin) and 0.0 <= margin < 1.0):
             raise ValueError(f"margin must be in [0, 1), got {margin!r}")
         if not (math.isfinite(error_weight) and 0.0 <= error_weight <= 10.0):
             raise ValueError(f"error_weight must be in [0, 10], got {error_weight!r}")
         self.error_weight = error_weight
+        if not (isinstance(probe_ticks, int) and probe_ticks >= 0):
+            raise ValueError(f"probe_ticks must be an integer >= 0, got {probe_ticks!r}")
+        self.probe_ticks = probe_ticks
+        self._level = -1
+        self._steady = 0
         if not (math.isfinite(hysteresis) and 0.0 <= hysteresis < 1.0):
             raise ValueError(f"hysteresis must be in [0, 1), got {hysteresis!r}")
         self.margin = margin
@@ -42,17 +61,30 @@ class EnergyPolicy:
 
     def decide(self, view: Outlook) -> int:
         """The least-energy feasible level in [lo, hi]; the fastest allowed if none."""
+        choice = self._choose(view)
+        if choice == self._level:
+            self._steady += 1
+        else:
+            self._level, self._steady = choice, 0
+        if self.probe_ticks and self._steady >= self.probe_ticks and choice > view.lo:
+            deadline_ms = view.target.deadline_ms
+            if not (view.model_ready and view.time_ms[choice - 1] > deadline_ms):
+                self._steady = 0
+                return choice - 1
+        return choice
+
+    def _choose(self, view: Outlook) -> int:
         if not view.model_ready:
             return view.hi
         time_ms, energy_mj = view.time_ms, view.energy_mj
+        margin = self.margin
         if view.target.fps is not None:
             limit_ms = view.target.deadline_ms
+            if math.isfinite(view.time_error):
+                margin = max(margin, min(self.error_weight * view.time_error, 0.5))
         else:
             assert view.target.max_slowdown is not None
             limit_ms = (1.0 + view.target.max_slowdown) * float(time_ms.min())
-        margin = self.margin
-        if math.isfinite(view.time_error):
-            margin = max(margin, min(self.error_weight * view.time_error, 0.5))
         limit_ms /= 1.0 + margin
         best, best_mj = view.hi, math.inf
         for level in range(view.lo, view.hi + 1):
@@ -69,4 +101,6 @@ class EnergyPolicy:
         return best
 
     def reset(self) -> None:
-        """The policy keeps no history beyond the running level it is shown."""
+        """Forget how long the level has been steady."""
+        self._level = -1
+        self._steady = 0

@@ -17,6 +17,7 @@ COMMANDS: list[str] = [
     "govd.device.cli",
     "govd.conf.commands",
     "govd.eval.cli",
+    "govd.eval.trace_cli",
     "govd.sim.cli",
 ]
 

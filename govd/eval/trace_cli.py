@@ -1,0 +1,106 @@
+"""`govd replay TRACE.csv`: rerun the model over a recorded run and report its accuracy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from govd.cli import UsageError
+from govd.formats.trace import RunTrace
+from govd.model.online import OnlineModel
+from govd.model.settings import ModelSettings
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``govd replay``."""
+    p = sub.add_parser("replay", help="rerun the model over a run trace and report accuracy",
+                       description="Rerun the frame-time model over a trace recorded by "
+                       "`govd run --record` and report how well it predicted each tick.")
+    p.add_argument("trace", metavar="TRACE.csv")
+    p.add_argument("--algo", choices=("rls", "dcd"), default="rls")
+    p.add_argument("--forgetting", type=float, default=1.0, help="forgetting factor λ")
+    p.add_argument("--mu", type=float, default=1e-14, help="regularisation μ (P0 = I/μ)")
+    p.add_argument("--levels", metavar="MHZ,MHZ,...",
+                   help="the device's levels (default: the frequencies the trace ran at)")
+    p.add_argument("--counters", metavar="A,B", help="counters to use (default: all columns)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def accuracy(trace: RunTrace, levels_mhz: np.ndarray, settings: ModelSettings) -> dict[str, Any]:
+    """Replay the model over the trace: the seed's a-priori error (counters of the tick known)
+    and the error of the previous tick's prediction at the frequency that then ran."""
+    model = OnlineModel(levels_mhz, settings)
+    counters = (np.stack([trace.counters[c] for c in settings.counters], axis=1)
+                if settings.counters else np.zeros((trace.ticks, 0)))
+    fitted = np.full(trace.ticks, math.nan)
+    ahead = np.full(trace.ticks, math.nan)
+    for k in range(trace.ticks):
+        f = float(trace.freq_mhz[k])
+        if k and model.ready:
+            ahead[k] = float(np.interp(f, levels_mhz, model.time_ms))
+        flags = model.update(float(trace.frame_time_ms[k]), f, counters[k],
+                             float(trace.power_w[k]))
+        if flags & 1 and model.ready:
+            fitted[k] = model.fitted_time_ms
+    actual = trace.frame_time_ms
+
+    def errors(pred: np.ndarray) -> dict[str, float | None]:
+        ok = np.isfinite(pred) & np.isfinite(actual) & (actual > 0)
+        if not ok.any():
+            return {"mape": None, "median_ape": None, "within_10": None, "within_20": None}
+        ape = np.abs(pred[ok] - actual[ok]) / actual[ok]
+        return {"mape": float(ape.mean()), "median_ape": float(np.median(ape)),
+                "within_10": float(np.mean(ape <= 0.1)), "within_20": float(np.mean(ape <= 0.2))}
+
+    stats = model.stats_dict()
+    return {"trace": trace.path, "ticks": trace.ticks,
+            "ticks_with_frames": int(np.isfinite(actual).sum()),
+            "algo": settings.algorithm, "counters": list(settings.counters),
+            "fitted": errors(fitted), "next_tick": errors(ahead),
+            "skipped": stats["skipped"], "resets": stats["resets"],
+            "coefficients": model.coefficients.tolist()}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Replay and print the accuracy report."""
+    from govd.formats.trace import TraceFormatError, read_trace
+
+    try:
+        trace = read_trace(args.trace)
+    except (OSError, TraceFormatError) as exc:
+        raise UsageError(str(exc)) from None
+    names = list(trace.counters) if args.counters is None else args.counters.split(",")
+    missing = [c for c in names if c and c not in trace.counters]
+    if missing:
+        raise UsageError(f"{args.trace}: no counter column {', '.join(missing)}")
+    try:
+        levels = (np.array(sorted(float(v) for v in args.levels.split(",")))
+                  if args.levels else np.unique(trace.freq_mhz))
+        if levels.size < 2:
+            levels = np.array([levels[0] * 0.5, levels[0]])
+        scales = tuple(float(np.nanstd(trace.counters[c])) or 1.0 for c in names if c)
+        settings = ModelSettings(algorithm=args.algo, forgetting=args.forgetting, mu=args.mu,
+                                 counters=tuple(c for c in names if c), counter_scales=scales)
+        report = accuracy(trace, levels, settings)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{report['trace']}: {report['ticks']} ticks, {report['ticks_with_frames']} with "
+          f"frames, model {report['algo']}, counters: {', '.join(names) or 'none'}")
+    for label, key in (("a-priori (seed's measure)", "fitted"), ("next-tick prediction",
+                                                                  "next_tick")):
+        e = report[key]
+        if e["mape"] is None:
+            print(f"  {label}: no prediction could be scored")
+            continue
+        print(f"  {label}: MAPE {100 * e['mape']:.2f} %, median {100 * e['median_ape']:.2f} %, "
+              f"within 10 % {100 * e['within_10']:.1f} %, within 20 % {100 * e['within_20']:.1f} %")
+    print(f"  skipped samples {report['skipped']}, model resets {report['resets']}")
+    return 0

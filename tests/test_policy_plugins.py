@@ -94,7 +94,9 @@ from govd.target import Target
 
 levels = np.array([300.0, 600.0, 900.0, 1200.0, 1500.0])
 nan = np.full(5, np.nan)
-view = Outlook(levels, 1, 4, 0, nan, nan, nan, float("nan"), False, 0.5, 0.05, Target(fps=60), 0)
+view = Outlook(levels_mhz=levels, lo=1, hi=4, current=0, time_ms=nan, power_w=nan,
+              energy_mj=nan, sensitivity_ms_per_mhz=float("nan"), model_ready=False,
+              time_error=float("nan"), busy=0.5, interval_s=0.05, target=Target(fps=60), tick=0)
 halfway = make_policy("halfway")
 try:
     make_policy("no-such-policy")

@@ -11,7 +11,7 @@ regressor:
 The added (1 − λ) δ I is our choice: with λ < 1 and no excitation, plain R decays to 0 and the
 next sample would take an unbounded step; with it R decays to δ I, the prior's information.
 At λ = 1 it vanishes and the recursion is exactly the paper's. Cost: the rank-1 update of R is
-O(M²/2) multiply-adds (upper triangle), the descent O(Nu·M) additions and no division, against
+O(M²) multiply-adds (vectorised), the descent O(Nu·M) additions and no division, against
 RLS's ~3·M² multiply-adds and a division.
 
 `dcd_update` is the compiled kernel; `dcd_update_ref` the NumPy reference it is tested
@@ -63,12 +63,13 @@ def dcd_update(
     e = d
     for i in range(m):
         e -= w[i] * h[i]
-        for j in range(i, m):
-            v = lam * R[i, j] + h[i] * h[j]
-            if i == j:
-                v += reg
-            R[i, j] = v
-            R[j, i] = v
+    # The whole matrix, row by row and branch-free, so the loop vectorises; R stays exactly
+    # symmetric because λ·R[i,j] + h_i·h_j and λ·R[j,i] + h_j·h_i round alike.
+    for i in range(m):
+        hi = h[i]
+        for j in range(m):
+            R[i, j] = lam * R[i, j] + hi * h[j]
+        R[i, i] += reg
     if not np.isfinite(e):
         dcd_reset(w, R, r, a_init, delta)
         return RESET

@@ -17,7 +17,7 @@ from govd.target import Target
 FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Outlook:
     """What a policy sees at one tick.
 

@@ -13,8 +13,8 @@ workload (frame times 3–30 ms, level changes, counters of order 1), it measure
   with an empty numba cache (``startup-cold``: compiles) and with the cache it left
   (``startup-warm``).
 
-Every figure is the median over repeats of (time of a loop / its length); ``*_iqr`` is the
-spread between the 25th and 75th percentile of those repeats. Writes
+Every figure is the median of (time of a loop / its length) over rounds x repeats, the rounds
+interleaved over all (impl, M, L); ``*_iqr`` is the 25th-75th percentile spread. Writes
 ``bench/results/model.json`` (a list of records), ``bench/results/model-env.json`` (machine and
 run parameters) and prints a Markdown table with the targets.
 
@@ -24,6 +24,7 @@ run parameters) and prints a Markdown table with the targets.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -147,9 +148,9 @@ def _dcd_loop(w: FloatArray, R: FloatArray, r: FloatArray, H: FloatArray, d: Flo
     return resets
 
 
-def kernel_update_ns(wl: Workload, n: int, repeats: int) -> tuple[float, float, int]:
+def kernel_update_ns(wl: Workload, n: int, repeats: int) -> tuple[list[float], int]:
     """Compiled update kernel in a compiled loop over the first n regressors, each repeat from
-    the model's prior: (median ns per update, IQR ns, resets seen in the last repeat)."""
+    the model's prior: (ns per update of each repeat, resets seen in the last repeat)."""
     model = OnlineModel(wl.levels_mhz, wl.settings)
     cfg, icfg, a_init = model.cfg, model.icfg, model.vecs[k.A_INIT].copy()
     H, d = wl.regressors[:n], wl.targets_ms[:n]
@@ -176,13 +177,12 @@ def kernel_update_ns(wl: Workload, n: int, repeats: int) -> tuple[float, float, 
         start = time.perf_counter()
         resets[0] = run(a, P, work, H, d)
         times_s.append(time.perf_counter() - start)
-    med, iqr = median_iqr([t / n * 1e9 for t in times_s])
-    return med, iqr, resets[0]
+    return [t / n * 1e9 for t in times_s], resets[0]
 
 
-def python_update_ns(impl: str, wl: Workload, n: int, repeats: int) -> tuple[float, float]:
-    """One update called from Python (``numpy-rls`` or ``padasip``), looped n times:
-    (median ns per call, IQR ns)."""
+def python_update_ns(impl: str, wl: Workload, n: int, repeats: int) -> list[float]:
+    """One update called from Python (``numpy-rls`` or ``padasip``), looped n times: ns per
+    call, one figure per repeat."""
     model = OnlineModel(wl.levels_mhz, wl.settings)
     lam, mu = wl.settings.forgetting, wl.settings.mu
     max_trace, a_init = float(model.cfg[k.MAX_TRACE]), model.vecs[k.A_INIT].copy()
@@ -200,7 +200,7 @@ def python_update_ns(impl: str, wl: Workload, n: int, repeats: int) -> tuple[flo
             for h, d in rows:
                 adapt(d, h)
         times_s.append(time.perf_counter() - start)
-    return median_iqr([t / len(rows) * 1e9 for t in times_s])
+    return [t / len(rows) * 1e9 for t in times_s]
 
 
 def tick_rows(wl: Workload, n: int) -> list[tuple[float, float, FloatArray, float, float]]:
@@ -236,9 +236,9 @@ def padasip_tick(wl: Workload) -> Callable[[FloatArray, float, float, float, flo
     return tick
 
 
-def tick_us(impl: str, wl: Workload, n: int, repeats: int) -> tuple[float, float]:
+def tick_us(impl: str, wl: Workload, n: int, repeats: int) -> list[float]:
     """The whole per-tick call from Python, looped over n ticks, each repeat on a fresh model:
-    (median µs per tick, IQR µs)."""
+    µs per tick, one figure per repeat."""
     rows = tick_rows(wl, n)
     times_s = []
     for _ in range(repeats):
@@ -264,7 +264,7 @@ def tick_us(impl: str, wl: Workload, n: int, repeats: int) -> tuple[float, float
                 tick(h, d, t, f, p, b)
         times_s.append(time.perf_counter() - start)
     count = len(rows) - (impl == "padasip")
-    return median_iqr([t / count * 1e6 for t in times_s])
+    return [t / count * 1e6 for t in times_s]
 
 
 @njit(cache=True)
@@ -315,31 +315,63 @@ def tick_breakdown_us(features: int, levels: int, n: int, repeats: int) -> dict[
                      MEM_ACTIVITY, DEADLINE_MS)
 
         result[name] = per_call_us(loop, n, repeats)
-    result["online_model_update"] = tick_us("rls", wl, n, repeats)[0]
+    result["online_model_update"] = median_iqr(tick_us("rls", wl, n, repeats))[0]
     return result
 
 
-def measure(features: int, levels: int, n_kernel: int, n_python: int, n_tick: int,
-            repeats: int) -> list[dict[str, Any]]:
-    """One record per implementation at (features, levels)."""
+@dataclass(frozen=True)
+class Sizes:
+    """Loop lengths: updates per compiled kernel loop, ticks per compiled-tick loop, calls per
+    loop for the Python implementations (numpy-rls, padasip)."""
+
+    kernel: int
+    tick: int
+    python: int
+
+
+def sample_costs(impl: str, features: int, levels: int, sizes: Sizes,
+                 repeats: int) -> tuple[list[float], list[float], int]:
+    """``repeats`` figures each of update_ns and tick_us for one implementation, and the resets
+    its compiled kernel loop saw (0 for the Python ones)."""
+    algorithm = "dcd" if impl == "dcd" else "rls"
+    n = max(sizes.kernel, sizes.tick, sizes.python) + 1
+    wl = workload(algorithm, features, levels, n, seed=features * 1000 + levels)
+    if impl in ("rls", "dcd"):
+        update_ns, resets = kernel_update_ns(wl, sizes.kernel, repeats)
+        return update_ns, tick_us(impl, wl, sizes.tick, repeats), resets
+    return (python_update_ns(impl, wl, sizes.python, repeats),
+            tick_us(impl, wl, sizes.python, repeats), 0)
+
+
+def measure(sizes: Sizes, rounds: int, repeats: int) -> list[dict[str, Any]]:
+    """One record per (impl, features, levels), from ``rounds`` passes over all of them with
+    ``repeats`` timings each: interleaving spreads the shared machine's bursts of load over
+    every figure instead of spoiling a few."""
+    keys = list(itertools.product(FEATURES, LEVELS, IMPLS))
+    update_ns: dict[tuple[int, int, str], list[float]] = {key: [] for key in keys}
+    tick: dict[tuple[int, int, str], list[float]] = {key: [] for key in keys}
+    resets = dict.fromkeys(keys, 0)
+    for done in range(rounds):
+        for features, levels, impl in keys:
+            upd, tck, seen = sample_costs(impl, features, levels, sizes, repeats)
+            update_ns[features, levels, impl] += upd
+            tick[features, levels, impl] += tck
+            resets[features, levels, impl] += seen
+        print(f"round {done + 1}/{rounds} done", file=sys.stderr)
     records = []
-    for impl in IMPLS:
-        algorithm = "dcd" if impl == "dcd" else "rls"
-        n = max(n_kernel, n_tick, n_python) + 1
-        wl = workload(algorithm, features, levels, n, seed=features * 1000 + levels)
-        record: dict[str, Any] = {"impl": impl, "features": features, "levels": levels}
-        if impl in ("rls", "dcd"):
-            upd, upd_iqr, resets = kernel_update_ns(wl, n_kernel, repeats)
-            tck, tck_iqr = tick_us(impl, wl, n_tick, repeats)
-            record.update(update_ns=upd, tick_us=tck, update_iqr_ns=upd_iqr,
-                          tick_iqr_us=tck_iqr, n_update=n_kernel, n_tick=n_tick,
-                          resets=resets)
-        else:
-            upd, upd_iqr = python_update_ns(impl, wl, n_python, repeats)
-            tck, tck_iqr = tick_us(impl, wl, n_python, repeats)
-            record.update(update_ns=upd, tick_us=tck, update_iqr_ns=upd_iqr,
-                          tick_iqr_us=tck_iqr, n_update=n_python, n_tick=n_python)
-        record["repeats"] = repeats
+    for features, levels, impl in keys:
+        upd, upd_iqr = median_iqr(update_ns[features, levels, impl])
+        tck, tck_iqr = median_iqr(tick[features, levels, impl])
+        compiled = impl in ("rls", "dcd")
+        record: dict[str, Any] = {
+            "impl": impl, "features": features, "levels": levels, "update_ns": upd,
+            "tick_us": tck, "update_iqr_ns": upd_iqr, "tick_iqr_us": tck_iqr,
+            "n_update": sizes.kernel if compiled else sizes.python,
+            "n_tick": sizes.tick if compiled else sizes.python,
+            "samples": len(update_ns[features, levels, impl]),
+        }
+        if compiled:
+            record["resets"] = resets[features, levels, impl]
         records.append(record)
     return records
 
@@ -358,27 +390,25 @@ def python_loop_ns(n: int, repeats: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Run every measurement, write the JSON files and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n-kernel", type=int, default=50_000, help="updates per kernel loop")
+    parser.add_argument("--n-kernel", type=int, default=100_000, help="updates per kernel loop")
     parser.add_argument("--n-tick", type=int, default=20_000, help="ticks per compiled-tick loop")
     parser.add_argument("--n-python", type=int, default=1_000,
                         help="calls per loop for numpy-rls and padasip")
-    parser.add_argument("--repeats", type=int, default=11)
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="passes over every (impl, M, L), interleaved")
+    parser.add_argument("--repeats", type=int, default=3, help="timings per pass")
     parser.add_argument("--startup-runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    records: list[dict[str, Any]] = []
-    for features in FEATURES:
-        for levels in LEVELS:
-            records += measure(features, levels, args.n_kernel, args.n_python, args.n_tick,
-                               args.repeats)
-            print(f"measured M={features} L={levels}", file=sys.stderr)
-    records += measure_startup(args.startup_runs)
-    breakdown = tick_breakdown_us(FEATURES[0], LEVELS[0], args.n_tick, args.repeats)
+    sizes = Sizes(kernel=args.n_kernel, tick=args.n_tick, python=args.n_python)
+    records = measure(sizes, args.rounds, args.repeats) + measure_startup(args.startup_runs)
+    breakdown = tick_breakdown_us(FEATURES[0], LEVELS[0], args.n_tick,
+                                  args.rounds * args.repeats)
     env = environment({
         "n_kernel": args.n_kernel, "n_tick": args.n_tick, "n_python": args.n_python,
-        "repeats": args.repeats, "startup_runs": args.startup_runs,
-        "python_loop_ns": python_loop_ns(args.n_tick, args.repeats),
+        "rounds": args.rounds, "repeats": args.repeats, "startup_runs": args.startup_runs,
+        "python_loop_ns": python_loop_ns(args.n_tick, args.rounds * args.repeats),
         "rls_tick_breakdown_us": breakdown, "workload": WORKLOAD,
     })
     args.out.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import importlib.metadata
+import itertools
 import os
 import platform
 from pathlib import Path
@@ -42,9 +43,9 @@ def target_checks(records: list[Record]) -> list[tuple[str, str, bool]]:
                  / find(records, "rls", m, few)["tick_us"])
         checks.append((f"padasip adapt / rls tick >= {PADASIP_SPEEDUP:g} at M={m}, L={few}",
                        f"{ratio:.1f}x", ratio >= PADASIP_SPEEDUP))
-    for key in ("update_ns", "tick_us"):
-        ratio = find(records, "dcd", large, few)[key] / find(records, "rls", large, few)[key]
-        checks.append((f"dcd cheaper than rls ({key}) at M={large}, L={few}",
+    for key, levels in itertools.product(("update_ns", "tick_us"), levels_all):
+        ratio = find(records, "dcd", large, levels)[key] / find(records, "rls", large, levels)[key]
+        checks.append((f"dcd cheaper than rls ({key}) at M={large}, L={levels}",
                        f"dcd/rls = {ratio:.2f}", ratio < 1.0))
     return checks
 

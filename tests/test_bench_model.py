@@ -15,7 +15,8 @@ import pytest
 from bench import bench_model
 from bench.model_report import target_checks
 
-TINY = ["--n-kernel", "1000", "--n-tick", "1000", "--n-python", "20", "--repeats", "1",
+TINY = ["--n-kernel", "1000", "--n-tick", "1000", "--n-python", "20", "--rounds", "1",
+        "--repeats", "1",
         "--startup-runs", "1"]
 
 

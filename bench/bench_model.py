@@ -306,7 +306,7 @@ def tick_breakdown_us(features: int, levels: int, n: int, repeats: int) -> dict[
     model.reset()
     result = {"compiled_loop": per_call_us(compiled, n, repeats)}
     for name, call in (("dispatch_only", _no_op_tick), ("model_tick", k.model_tick)):
-        call(vecs, P, pw, Pc, lv, cfg, icfg, stats, *rows[0][2:3], out, scal, 10.0, 900.0,
+        call(vecs, P, pw, Pc, lv, cfg, icfg, stats, rows[0][2], out, scal, 10.0, 900.0,
              8.0, 0.7, MEM_ACTIVITY, DEADLINE_MS)
 
         def loop(call: Callable[..., int] = call) -> None:

@@ -126,11 +126,12 @@ def config_snippet(report: dict[str, Any], choice_key: str) -> str:
     has no key for them)."""
     choice = report[choice_key]
     scales = [report["counter_scales"][n] for n in choice["counters"]]
+    model = yaml.safe_dump({"model": {"counters": choice["counters"]}}, default_flow_style=None,
+                           sort_keys=False)
     return (f"# govd select-features ({choice_key.replace('_', ' ')} = {choice['eta']:.4g}, "
             f"{choice['n_features']} features) on {', '.join(report['files'])}\n"
             f"# counter scales (std of each counter): {', '.join(f'{s:.6g}' for s in scales)}\n"
-            + yaml.safe_dump({"model": {"counters": choice["counters"]}},
-                             default_flow_style=None, sort_keys=False))
+            f"{model}")
 
 
 def _print_report(report: dict[str, Any], choice_key: str) -> None:

@@ -18,6 +18,7 @@ COMMANDS: list[str] = [
     "govd.conf.commands",
     "govd.eval.cli",
     "govd.eval.trace_cli",
+    "govd.eval.features_cli",
     "govd.sim.cli",
 ]
 

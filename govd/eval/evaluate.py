@@ -12,34 +12,23 @@ import numpy as np
 from govd.eval.replay import Replay, replay
 from govd.eval.score import Score, score
 from govd.formats.sweep import SweepTable
+from govd.model.selection import counter_scale, frequency_prefilter
 from govd.model.settings import ModelSettings
 from govd.policy.oracle import oracle_levels
 from govd.policy.registry import make_policy, policy_class
 from govd.target import Target
 
-FREQUENCY_CORRELATION_LIMIT = 0.1
-"""Seed 000 §V-B: counters whose |Pearson r| with frequency reaches 0.1 are dropped."""
-
 
 def frequency_independent_counters(sweep: SweepTable) -> tuple[list[str], list[float]]:
-    """Counters of the table usable by the model (seed §IV-C prefilter) and their scales.
+    """Counters of the table usable by the model (seed §IV-C prefilter, see
+    `govd.model.selection`) and their scales.
 
     A counter qualifies when |Pearson r| with the level's frequency over all rows is below 0.1
     and it varies at all; its scale is its standard deviation, so that its changes are of
     order 1 in the regression."""
-    freq = np.broadcast_to(sweep.levels_mhz, sweep.time_ms.shape).ravel()
-    names, scales = [], []
-    for name, values in sorted(sweep.counters.items()):
-        flat = values.ravel()
-        ok = np.isfinite(flat)
-        std = float(flat[ok].std()) if ok.any() else 0.0
-        if std <= 0.0 or not np.isfinite(std):
-            continue
-        r = float(np.corrcoef(flat[ok], freq[ok])[0, 1])
-        if abs(r) < FREQUENCY_CORRELATION_LIMIT:
-            names.append(name)
-            scales.append(std)
-    return names, scales
+    freq = np.broadcast_to(sweep.levels_mhz, sweep.time_ms.shape)
+    names = list(frequency_prefilter(freq, sweep.counters).kept)
+    return names, [counter_scale(sweep.counters[name]) for name in names]
 
 
 def resolve_idle_power(sweep: SweepTable, idle_power_w: float | None) -> float:

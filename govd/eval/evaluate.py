@@ -63,7 +63,10 @@ def evaluate(
             missing = [c for c in counters if c not in sweep.counters]
             if missing:
                 raise ValueError(f"{sweep.path or 'sweep'}: no counter {', '.join(missing)}")
-            names, scales = list(counters), []
+            # counters of very different magnitudes need scales (their standard deviation):
+            # with P0 = I/μ = 1e14·I, changes of ~1e4 make the covariance update cancel
+            names = list(counters)
+            scales = [float(np.nanstd(sweep.counters[n])) or 1.0 for n in names]
         table_settings = replace(settings, counters=tuple(names), counter_scales=tuple(scales))
         best = oracle_levels(sweep, target, idle_w)
         for name in policies:

@@ -16,6 +16,8 @@ from govd import __version__
 COMMANDS: list[str] = [
     "govd.device.cli",
     "govd.conf.commands",
+    "govd.eval.cli",
+    "govd.sim.cli",
 ]
 
 

@@ -1,0 +1,94 @@
+"""`evaluate`: every policy over every sweep table, scored against the oracle."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from govd.eval.replay import Replay, replay
+from govd.eval.score import Score, score
+from govd.formats.sweep import SweepTable
+from govd.model.settings import ModelSettings
+from govd.policy.oracle import oracle_levels
+from govd.policy.registry import make_policy, policy_class
+from govd.target import Target
+
+FREQUENCY_CORRELATION_LIMIT = 0.1
+"""Seed 000 §V-B: counters whose |Pearson r| with frequency reaches 0.1 are dropped."""
+
+
+def frequency_independent_counters(sweep: SweepTable) -> tuple[list[str], list[float]]:
+    """Counters of the table usable by the model (seed §IV-C prefilter) and their scales.
+
+    A counter qualifies when |Pearson r| with the level's frequency over all rows is below 0.1
+    and it varies at all; its scale is its standard deviation, so that its changes are of
+    order 1 in the regression."""
+    freq = np.broadcast_to(sweep.levels_mhz, sweep.time_ms.shape).ravel()
+    names, scales = [], []
+    for name, values in sorted(sweep.counters.items()):
+        flat = values.ravel()
+        ok = np.isfinite(flat)
+        std = float(flat[ok].std()) if ok.any() else 0.0
+        if std <= 0.0 or not np.isfinite(std):
+            continue
+        r = float(np.corrcoef(flat[ok], freq[ok])[0, 1])
+        if abs(r) < FREQUENCY_CORRELATION_LIMIT:
+            names.append(name)
+            scales.append(std)
+    return names, scales
+
+
+def resolve_idle_power(sweep: SweepTable, idle_power_w: float | None) -> float:
+    """The idle power to score with: the caller's, else the table's, else 0 W."""
+    if idle_power_w is not None:
+        return idle_power_w
+    return 0.0 if math.isnan(sweep.idle_power_w) else sweep.idle_power_w
+
+
+def evaluate(
+    sweeps: Sequence[SweepTable],
+    policies: Sequence[str],
+    target: Target,
+    settings: ModelSettings | None = None,
+    idle_power_w: float | None = None,
+    counters: Sequence[str] | None = None,
+    policy_params: dict[str, dict[str, Any]] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> list[tuple[str, SweepTable, Replay, Score]]:
+    """Replay each policy over each table and score it.
+
+    ``counters``: the model's counters; None selects the table's frequency-independent ones.
+    ``policy_params``: constructor parameters per policy name. Returns (policy, sweep, replay,
+    score) in order."""
+    settings = settings or ModelSettings()
+    results = []
+    for sweep in sweeps:
+        idle_w = resolve_idle_power(sweep, idle_power_w)
+        if counters is None:
+            names, scales = frequency_independent_counters(sweep)
+        else:
+            missing = [c for c in counters if c not in sweep.counters]
+            if missing:
+                raise ValueError(f"{sweep.path or 'sweep'}: no counter {', '.join(missing)}")
+            names, scales = list(counters), []
+        table_settings = replace(settings, counters=tuple(names), counter_scales=tuple(scales))
+        best = oracle_levels(sweep, target, idle_w)
+        for name in policies:
+            params = dict((policy_params or {}).get(name, {}))
+            if name == "oracle":
+                params.setdefault("sweep", sweep)
+                params.setdefault("idle_power_w", idle_w)
+            policy = make_policy(name, **params)
+            report = None
+            if progress is not None:
+                def report(u: int, name: str = name, n: int = sweep.units) -> None:
+                    progress(name, u, n)
+            run = replay(sweep, policy, target, table_settings, idle_w, report)
+            uses_model = bool(policy_class(name).uses_model)
+            results.append((name, sweep, run, score(sweep, run, best, target, idle_w,
+                                                    uses_model)))
+    return results

@@ -1,0 +1,120 @@
+"""Drive one `Governor` over a sweep table, unit by unit, as the device would have run it.
+
+Each policy sees only the row of the level it chose for a unit (what it would have measured);
+the decision made after unit u applies to unit u + 1. Every run starts at the fastest level.
+What a tick's sample holds is what a device would report for that unit: with a frame deadline
+T the GPU idles after an early frame, so utilisation is t/T and the average power mixes the
+busy power of the row with the idle power; throughput work is busy all the time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from govd.formats.sweep import SweepTable
+from govd.governor import Governor, Sample
+from govd.model.arrays import FloatArray
+from govd.model.settings import ModelSettings
+from govd.policy.base import Policy
+from govd.target import Target
+
+IntArray = np.ndarray
+
+KENDALL_STRIDE = 16
+"""Rank fidelity is measured on every 16th unit: an L×L comparison per unit is the slowest
+metric, and a sample of thousands of units pins it well."""
+
+
+@dataclass
+class Replay:
+    """What a governor did over a sweep table, step by step."""
+
+    levels: IntArray
+    """Level index that ran each unit, shape [U]."""
+    predicted_time_ms: FloatArray
+    """Frame time predicted (at the step before) for each unit at the level it then ran; NaN
+    for unit 0 and while the model was not ready. Shape [U]."""
+    sensitivity_ms_per_mhz: FloatArray
+    """Model's dt/df right after observing each unit, at that unit's level. Shape [U]."""
+    energy_units: IntArray
+    """Units whose predicted energy at every level was kept (every KENDALL_STRIDE-th)."""
+    predicted_energy_mj: FloatArray
+    """Predicted energy at every level for ``energy_units``, shape [len(energy_units), L]."""
+    model_stats: dict[str, int]
+    """The model's counters at the end (updates, skipped samples, resets...)."""
+    wall_s: float = math.nan
+    """Time the replay took (for steps/s). Units: s."""
+
+
+def tick_inputs(
+    sweep: SweepTable, target: Target, idle_power_w: float
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Per (unit, level): utilisation, tick length (s) and average power (W) a device would
+    report for that unit at that level."""
+    time_ms = sweep.time_ms
+    if target.fps is None:
+        return np.ones_like(time_ms), time_ms * 1e-3, sweep.power_w
+    deadline_ms = target.deadline_ms
+    span_ms = np.maximum(time_ms, deadline_ms)
+    idle_ms = span_ms - time_ms
+    power_w = (sweep.power_w * time_ms + idle_power_w * idle_ms) / span_ms
+    busy = sweep.busy if sweep.busy is not None else time_ms / span_ms
+    return busy, span_ms * 1e-3, power_w
+
+
+def replay(
+    sweep: SweepTable,
+    policy: Policy,
+    target: Target,
+    settings: ModelSettings | None = None,
+    idle_power_w: float = 0.0,
+    progress: Callable[[int], None] | None = None,
+) -> Replay:
+    """Run ``policy`` (through a fresh Governor) over every unit of ``sweep``."""
+    import time
+
+    settings = settings or ModelSettings()
+    gov = Governor(sweep.levels_mhz, policy, target, settings)
+    n_units, n_levels = sweep.time_ms.shape
+    busy, interval_s, power_w = tick_inputs(sweep, target, idle_power_w)
+    names = settings.counters
+    if names:
+        counters = np.ascontiguousarray(np.stack([sweep.counters[n] for n in names], axis=-1))
+    else:
+        counters = np.zeros((n_units, n_levels, 0))
+    time_ms, levels_mhz = sweep.time_ms, [float(f) for f in sweep.levels_mhz]
+    chosen = np.empty(n_units, dtype=np.intp)
+    predicted = np.full(n_units, math.nan)
+    sens = np.full(n_units, math.nan)
+    energy_units = np.arange(0, max(n_units - 1, 0), KENDALL_STRIDE)
+    energy = np.full((energy_units.size, n_levels), math.nan)
+    level = n_levels - 1
+    started = time.perf_counter()
+    for u in range(n_units):
+        chosen[u] = level
+        decision = gov.step(
+            Sample(
+                freq_mhz=levels_mhz[level],
+                frame_time_ms=float(time_ms[u, level]),
+                frame_count=1,
+                interval_s=float(interval_s[u, level]),
+                busy=float(busy[u, level]),
+                power_w=float(power_w[u, level]),
+                counters=counters[u, level],
+            )
+        )
+        view = decision.outlook
+        sens[u] = view.sensitivity_ms_per_mhz
+        level = decision.level
+        if view.model_ready and u + 1 < n_units:
+            predicted[u + 1] = view.time_ms[level]
+        if u % KENDALL_STRIDE == 0 and u // KENDALL_STRIDE < energy_units.size:
+            energy[u // KENDALL_STRIDE] = view.energy_mj
+        if progress is not None and u % 4096 == 0:
+            progress(u)
+    wall_s = time.perf_counter() - started
+    return Replay(chosen, predicted, sens, energy_units, energy, gov.model.stats_dict(), wall_s)

@@ -1,0 +1,142 @@
+"""Scoring a replay exactly as DESIGN §5 says, and the model's accuracy around it.
+
+Energy of a unit at a level: power·time (+ idle_power·max(0, T − time) under a frame deadline
+T = 1000/fps ms). A violation is time > T, or with a slowdown target S, time > (1 + S)·(the
+unit's fastest time). Accuracy metrics follow seeds 003 and 004: mean and median absolute
+percentage error and the share within 10 % / 20 %, and the rank fidelity (Kendall τ-b) of
+predicted against true energy across levels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from govd.eval.replay import Replay
+from govd.formats.sweep import SweepTable
+from govd.model.arrays import FloatArray
+from govd.target import Target
+
+
+def unit_energy_mj(sweep: SweepTable, target: Target, idle_power_w: float) -> FloatArray:
+    """True energy of every unit at every level, shape [U, L]. Units: mJ."""
+    busy_mj = sweep.power_w * sweep.time_ms
+    if target.fps is None:
+        return busy_mj
+    return busy_mj + idle_power_w * np.maximum(0.0, target.deadline_ms - sweep.time_ms)
+
+
+def violations(sweep: SweepTable, target: Target) -> np.ndarray:
+    """Whether each unit at each level misses the target, shape [U, L] (bool)."""
+    if target.fps is not None:
+        return sweep.time_ms > target.deadline_ms
+    assert target.max_slowdown is not None
+    fastest = sweep.time_ms.min(axis=1, keepdims=True)
+    return sweep.time_ms > (1.0 + target.max_slowdown) * fastest
+
+
+def true_sensitivity(sweep: SweepTable, unit: np.ndarray, level: np.ndarray) -> FloatArray:
+    """Three-point Lagrange dt/df of the measured times of ``unit`` at ``level`` (one-sided
+    at the ends of the table), the reference the model's sensitivity is scored against.
+    Units: ms/MHz."""
+    f = sweep.levels_mhz
+    n = f.size
+    lo = np.maximum(level - 1, 0)
+    hi = np.minimum(level + 1, n - 1)
+    t0, tl, th = (sweep.time_ms[unit, i] for i in (level, lo, hi))
+    dd, du = f[level] - f[lo], f[hi] - f[level]
+    with np.errstate(all="ignore"):
+        central = (dd**2 * th + (du**2 - dd**2) * t0 - du**2 * tl) / (du * dd * (du + dd))
+        up = (th - t0) / du
+        down = (t0 - tl) / dd
+    return np.where(level == 0, up, np.where(level == n - 1, down, central))
+
+
+def kendall_tau_b(a: FloatArray, b: FloatArray) -> FloatArray:
+    """Kendall τ-b between the rows of ``a`` and ``b`` (shape [S, L]); NaN where undefined."""
+    i, j = np.triu_indices(a.shape[1], k=1)
+    sa = np.sign(a[:, j] - a[:, i])
+    sb = np.sign(b[:, j] - b[:, i])
+    concordance = (sa * sb).sum(axis=1)
+    pairs_a = np.count_nonzero(sa, axis=1)
+    pairs_b = np.count_nonzero(sb, axis=1)
+    with np.errstate(all="ignore"):
+        return concordance / np.sqrt(pairs_a * pairs_b)
+
+
+@dataclass
+class Score:
+    """One policy on one sweep table (the evaluator's JSON record, see `as_record`)."""
+
+    units: int
+    energy_j: float
+    oracle_energy_j: float
+    violation_rate: float
+    oracle_violation_rate: float
+    switches: int
+    mean_fps: float | None = None
+    mean_slowdown: float | None = None
+    time_mape: float | None = None
+    time_median_ape: float | None = None
+    time_within_10: float | None = None
+    time_within_20: float | None = None
+    sensitivity_mape: float | None = None
+    sensitivity_nrmse: float | None = None
+    kendall_tau: float | None = None
+
+    @property
+    def energy_ratio(self) -> float:
+        """Energy relative to the oracle's (1.0 = optimal)."""
+        return self.energy_j / self.oracle_energy_j if self.oracle_energy_j > 0 else math.nan
+
+
+def score(
+    sweep: SweepTable,
+    run: Replay,
+    oracle_levels: np.ndarray,
+    target: Target,
+    idle_power_w: float,
+    model_metrics: bool,
+) -> Score:
+    """Score the levels a run chose against the oracle's, and (``model_metrics``) the
+    predictions that drove them."""
+    units = np.arange(sweep.units)
+    energy = unit_energy_mj(sweep, target, idle_power_w)
+    missed = violations(sweep, target)
+    chosen = run.levels
+    time_ms = sweep.time_ms[units, chosen]
+    result = Score(
+        units=sweep.units,
+        energy_j=float(energy[units, chosen].sum()) * 1e-3,
+        oracle_energy_j=float(energy[units, oracle_levels].sum()) * 1e-3,
+        violation_rate=float(missed[units, chosen].mean()),
+        oracle_violation_rate=float(missed[units, oracle_levels].mean()),
+        switches=int(np.count_nonzero(np.diff(chosen))),
+    )
+    if target.fps is not None:
+        result.mean_fps = float(sweep.units / (np.maximum(time_ms, target.deadline_ms).sum()
+                                               * 1e-3))
+    else:
+        result.mean_slowdown = float(np.mean(time_ms / sweep.time_ms.min(axis=1)) - 1.0)
+    if not model_metrics:
+        return result
+    have = np.isfinite(run.predicted_time_ms)
+    if have.any():
+        ape = np.abs(run.predicted_time_ms[have] - time_ms[have]) / time_ms[have]
+        result.time_mape = float(ape.mean())
+        result.time_median_ape = float(np.median(ape))
+        result.time_within_10 = float(np.mean(ape <= 0.10))
+        result.time_within_20 = float(np.mean(ape <= 0.20))
+    sens_ok = np.isfinite(run.sensitivity_ms_per_mhz)
+    if sens_ok.any():
+        truth = true_sensitivity(sweep, units[sens_ok], chosen[sens_ok])
+        err = run.sensitivity_ms_per_mhz[sens_ok] - truth
+        result.sensitivity_mape = float(np.abs(err).sum() / np.abs(truth).sum())
+        result.sensitivity_nrmse = float(np.sqrt(np.mean(err**2)) / np.sqrt(np.mean(truth**2)))
+    rows = np.all(np.isfinite(run.predicted_energy_mj), axis=1)
+    if rows.any():
+        tau = kendall_tau_b(run.predicted_energy_mj[rows], energy[run.energy_units[rows] + 1])
+        result.kendall_tau = float(np.nanmean(tau))
+    return result

@@ -1,0 +1,140 @@
+"""A devfreq device's sysfs tree as the Linux kernel lays it out, kept by the live simulated GPU.
+
+`DevfreqTree` creates `ROOT/class/devfreq/<name>/` with the files a devfreq device has
+(drivers/devfreq/devfreq.c): `available_frequencies` (Hz, ascending), `available_governors`,
+`governor`, `cur_freq`, `target_freq`, `min_freq`, `max_freq`, `polling_interval`, `trans_stat`,
+`userspace/set_freq`, and `device/` with `gpu_busy_percent` and `hwmon/hwmon0/energy1_input` (µJ,
+cumulative), `power1_average` (µW). The files another process writes (`governor`, `min_freq`,
+`max_freq`, `userspace/set_freq`) are read back each tick and applied by the kernel's rules; every
+file the sim owns is replaced atomically (write a temporary, rename).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+GOVERNORS = ("simple_ondemand", "userspace", "performance", "powersave")
+UPTHRESHOLD = 90
+DOWNDIFFERENTIAL = 5
+
+
+def simple_ondemand_hz(busy_us: int, total_us: int, cur_hz: int, max_hz: int,
+                       up: int = UPTHRESHOLD, down: int = DOWNDIFFERENTIAL) -> int:
+    """The frequency the kernel's simple_ondemand asks for (governor_simpleondemand.c). Units: Hz.
+
+    Integer arithmetic as in the kernel; the caller clamps to min/max and snaps to a level.
+    """
+    if up > 100 or up < down:
+        raise ValueError("simple_ondemand: upthreshold must be <= 100 and >= downdifferential")
+    if total_us == 0:
+        return max_hz
+    if busy_us >= 1 << 24 or total_us >= 1 << 24:
+        busy_us >>= 7
+        total_us >>= 7
+    if busy_us * 100 > total_us * up or cur_hz == 0:
+        return max_hz
+    if busy_us * 100 > total_us * (up - down):
+        return cur_hz
+    return (busy_us * cur_hz // total_us) * 100 // (up - down // 2)
+
+
+def snap_hz(requested_hz: int, levels_hz: list[int], min_hz: int, max_hz: int) -> int:
+    """Clamp to [min, max] (max wins when min > max), then the lowest level >= it. Units: Hz.
+
+    `min_hz`/`max_hz` are the effective bounds (already levels).
+    """
+    hz = min(max(requested_hz, min_hz), max_hz)
+    for level in levels_hz:
+        if level >= hz:
+            return min(level, max_hz)
+    return max_hz
+
+
+def trans_stat_text(levels_hz: list[int], transitions: np.ndarray, time_ms: np.ndarray,
+                    current_hz: int) -> str:
+    """`trans_stat` exactly as drivers/devfreq/devfreq.c prints it."""
+    lines = ["     From  :   To", "           :" + "".join(f"{f:10d}" for f in levels_hz)
+             + "   time(ms)"]
+    for i, f in enumerate(levels_hz):
+        row = "".join(f"{int(n):10d}" for n in transitions[i])
+        lines.append(("*" if f == current_hz else " ") + f"{f:10d}:" + row
+                     + f"{int(time_ms[i]):10d}")
+    lines.append(f"Total transition : {int(transitions.sum())}")
+    return "\n".join(lines) + "\n"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` by `text` in one rename, so a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class DevfreqTree:
+    """The sysfs files of one simulated devfreq device under a chosen root."""
+
+    def __init__(self, root: Path, levels_hz: list[int], name: str = "govd-sim0",
+                 polling_ms: int = 50) -> None:
+        self.levels_hz = sorted(levels_hz)
+        self.dir = Path(root) / "class" / "devfreq" / name
+        self.hwmon = self.dir / "device" / "hwmon" / "hwmon0"
+        (self.dir / "userspace").mkdir(parents=True, exist_ok=True)
+        self.hwmon.mkdir(parents=True, exist_ok=True)
+        top, bottom = self.levels_hz[-1], self.levels_hz[0]
+        files = {
+            "available_frequencies": " ".join(str(f) for f in self.levels_hz),
+            "available_governors": " ".join(GOVERNORS),
+            "governor": "simple_ondemand",
+            "min_freq": str(bottom),
+            "max_freq": str(top),
+            "cur_freq": str(top),
+            "target_freq": str(top),
+            "polling_interval": str(polling_ms),
+            "userspace/set_freq": str(top),
+            "device/gpu_busy_percent": "0",
+            "device/hwmon/hwmon0/name": "govd_sim",
+            "device/hwmon/hwmon0/energy1_input": "0",
+            "device/hwmon/hwmon0/power1_average": "0",
+        }
+        for rel, text in files.items():
+            write_atomically(self.dir / rel, text + "\n")
+        self.governor = "simple_ondemand"
+        self.min_hz, self.max_hz, self.set_hz = bottom, top, top
+
+    def _read_int(self, rel: str, fallback: int) -> int:
+        try:
+            return int((self.dir / rel).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return fallback
+
+    def read_controls(self) -> None:
+        """Pick up what another process wrote; a value the kernel would refuse is put back."""
+        try:
+            wanted = (self.dir / "governor").read_text().strip()
+        except OSError:
+            wanted = self.governor
+        if wanted in GOVERNORS:
+            self.governor = wanted
+        else:
+            write_atomically(self.dir / "governor", self.governor + "\n")
+        # the kernel stores min/max as QoS requests and uses the levels they admit
+        min_req = self._read_int("min_freq", self.min_hz)
+        max_req = self._read_int("max_freq", self.max_hz)
+        above = [f for f in self.levels_hz if f >= min_req]
+        below = [f for f in self.levels_hz if f <= max_req]
+        self.max_hz = below[-1] if below else self.levels_hz[0]
+        self.min_hz = min(above[0] if above else self.levels_hz[-1], self.max_hz)
+        self.set_hz = self._read_int("userspace/set_freq", self.set_hz)
+
+    def publish(self, cur_hz: int, busy_percent: int, energy_uj: int, power_uw: int,
+                trans_stat: str) -> None:
+        """Write the files the device owns for this tick."""
+        for rel, value in (("cur_freq", cur_hz), ("target_freq", cur_hz),
+                           ("device/gpu_busy_percent", busy_percent),
+                           ("device/hwmon/hwmon0/energy1_input", energy_uj),
+                           ("device/hwmon/hwmon0/power1_average", power_uw)):
+            write_atomically(self.dir / rel, f"{value}\n")
+        write_atomically(self.dir / "trans_stat", trans_stat)

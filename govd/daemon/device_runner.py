@@ -18,9 +18,9 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from govd.telemetry.summary import DeviceSummary
 from govd.telemetry.tick import TickRecord
 
 log = logging.getLogger("govd.daemon")
+T = TypeVar("T")
 
 FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
@@ -111,13 +112,8 @@ class DeviceRunner:
             self._started_s = now_s
         if self.paused is not None and not self._probe(now_s):
             return None
-        try:
-            reading = self.device.read()
-        except DeviceGone as exc:
-            self._pause(now_s, "gone", exc, hand_back=False)
-            return None
-        except DeviceError as exc:
-            self._pause(now_s, "read", exc, hand_back=True)
+        reading = self._guarded(now_s, "read", self.device.read)
+        if reading is None:
             return None
         if self.busy_source is not None:
             self.busy_source.observe(reading.busy, interval_s)
@@ -185,13 +181,7 @@ class DeviceRunner:
         if self._applied_mhz is not None and now_s - self._last_write_s < self.settings.min_dwell_s:
             self.counts["held_by_dwell"] += 1
             return False
-        try:
-            self.device.set_level(freq_mhz)
-        except DeviceGone as exc:
-            self._pause(now_s, "gone", exc, hand_back=False)
-            return False
-        except DeviceError as exc:
-            self._pause(now_s, "write", exc, hand_back=True)
+        if self._guarded(now_s, "write", lambda: self.device.set_level(freq_mhz) or True) is None:
             return False
         self._applied_mhz = freq_mhz
         self._last_write_s = now_s
@@ -200,6 +190,17 @@ class DeviceRunner:
             self.limiter.clear((self.name, kind), now_s)
         self._retry_s = FIRST_RETRY_S
         return True
+
+    def _guarded(self, now_s: float, kind: str, action: Callable[[], T]) -> T | None:
+        """``action()``, or None after pausing on its fault: a device gone is only paused,
+        any other fault of ``kind`` (read, write) hands the device back as well."""
+        try:
+            return action()
+        except DeviceGone as exc:
+            self._pause(now_s, "gone", exc, hand_back=False)
+        except DeviceError as exc:
+            self._pause(now_s, kind, exc, hand_back=True)
+        return None
 
     def reapply(self) -> None:
         """Write the chosen level again at the next tick (after suspend/resume the driver may

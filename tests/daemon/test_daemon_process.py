@@ -69,6 +69,13 @@ def daemon_log(tmp_path: Path) -> str:
     return (tmp_path / "daemon.err").read_text()
 
 
+def taking_daemon(tmp_path: Path, root: Path, *extra: str) -> subprocess.Popen:
+    """A daemon that has taken the simulated device."""
+    daemon = start_daemon(tmp_path, root, *extra)
+    wait_for(lambda: taken(root), "the daemon to take the device", daemon)
+    return daemon
+
+
 def found(root: Path) -> tuple[str, str, str]:
     return read(root, "governor"), read(root, "min_freq"), read(root, "max_freq")
 
@@ -79,8 +86,7 @@ def taken(root: Path) -> bool:
 
 def test_sigterm_restores_the_tree_as_found_and_removes_the_state_file(tmp_path, sim):
     before = found(sim)
-    daemon = start_daemon(tmp_path, sim)
-    wait_for(lambda: taken(sim), "the daemon to take the device", daemon)
+    daemon = taking_daemon(tmp_path, sim)
     state = json.loads((tmp_path / "state.json").read_text())
     assert state["devices"][0]["state"]["governor"] == "simple_ondemand"
     daemon.send_signal(signal.SIGTERM)
@@ -92,8 +98,7 @@ def test_sigterm_restores_the_tree_as_found_and_removes_the_state_file(tmp_path,
 
 def test_after_sigkill_govd_restore_puts_the_tree_back(tmp_path, sim):
     before = found(sim)
-    daemon = start_daemon(tmp_path, sim)
-    wait_for(lambda: taken(sim), "the daemon to take the device", daemon)
+    daemon = taking_daemon(tmp_path, sim)
     daemon.kill()
     daemon.wait()
     assert taken(sim)  # nothing ran after SIGKILL
@@ -109,8 +114,7 @@ def test_after_sigkill_govd_restore_puts_the_tree_back(tmp_path, sim):
 
 def test_start_after_a_crash_restores_the_stale_state_first(tmp_path, sim):
     before = found(sim)
-    crashed = start_daemon(tmp_path, sim)
-    wait_for(lambda: taken(sim), "the first daemon to take the device", crashed)
+    crashed = taking_daemon(tmp_path, sim)
     crashed.kill()
     crashed.wait()
     (sim / DEVICE / "max_freq").write_text(f"{before[1]}\n")  # the mess a crash can leave
@@ -125,8 +129,7 @@ def test_start_after_a_crash_restores_the_stale_state_first(tmp_path, sim):
 def test_sighup_with_an_invalid_config_keeps_running_with_the_old_one(tmp_path, sim):
     config = tmp_path / "govd.yaml"
     config.write_text("period_ms: 50\npolicy: {name: performance}\n")
-    daemon = start_daemon(tmp_path, sim, "--config", str(config))
-    wait_for(lambda: taken(sim), "the daemon to take the device", daemon)
+    daemon = taking_daemon(tmp_path, sim, "--config", str(config))
     config.write_text("period_ms: fast\n")
     daemon.send_signal(signal.SIGHUP)
     wait_for(lambda: "reload refused" in daemon_log(tmp_path), "the refused reload", daemon)

@@ -8,7 +8,7 @@ power or counters are empty too, so a reader never mistakes a missing value for 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -29,7 +29,7 @@ class TraceRecorder:
 
     def row(
         self, time_s: float, frame_time_ms: float, frame_count: int, freq_mhz: float,
-        power_w: float, counters: Sequence[float] = (),
+        power_w: float, counters: Iterable[float] = (),
     ) -> None:
         """One tick: time since the run began (s), mean frame time (ms, NaN when none),
         frames, frequency running (MHz), power (W, NaN when unknown), counter values."""

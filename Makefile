@@ -49,6 +49,12 @@ lint: setup
 bench: setup
 	$(PY) bench/bench_model.py
 
+# The README's first command: the real daemon governs the built-in simulated GPU (a separate
+# process keeping a devfreq tree in a temporary folder) for 600 simulated seconds at 10x speed,
+# about a minute, printing a status line per second and the comparison with ondemand at the end.
+demo: setup
+	$(PY) -m govd run --sim --speed 10 --duration-s 600
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -16,6 +16,7 @@ from govd import __version__
 COMMANDS: list[str] = [
     "govd.device.cli",
     "govd.conf.commands",
+    "govd.daemon.run",
     "govd.eval.cli",
     "govd.eval.trace_cli",
     "govd.eval.features_cli",

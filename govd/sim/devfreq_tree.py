@@ -118,7 +118,7 @@ class DevfreqTree:
             wanted = self.governor
         if wanted in GOVERNORS:
             self.governor = wanted
-        else:
+        elif wanted:  # empty: caught between another writer's truncate and write; not a value
             write_atomically(self.dir / "governor", self.governor + "\n")
         # the kernel stores min/max as QoS requests and uses the levels they admit
         min_req = self._read_int("min_freq", self.min_hz)

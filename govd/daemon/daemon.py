@@ -1,0 +1,386 @@
+"""The daemon: devices taken, one loop ticking them all, every device put back on every way out.
+
+Start-up, in order: restore what a crashed run left (state file of a dead govd), find and select
+the devices, build their governors, save the state found to the state file (before any write),
+open the frame source, then READY=1. Each tick: drain the frames once, tick each device's runner,
+ping the watchdog; every second the status file. SIGHUP reloads the configuration (all or
+nothing); SIGTERM/SIGINT end the loop. Whatever ends it (signal, exception, a stop condition),
+the ``finally`` puts every device back and removes the state file, or keeps in it the devices
+that could not be put back, for `govd restore`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from govd.conf.load import ConfigError, load_config
+from govd.conf.schema import Config
+from govd.daemon.device_runner import DeviceRunner
+from govd.daemon.governed import SetupError, build_governor, find_devices, select
+from govd.daemon.loop import Clock, DeadlineScheduler, Tick
+from govd.daemon.record import TraceRecorder, trace_path
+from govd.daemon.signals import SignalFlags
+from govd.daemon.state import (
+    SavedState,
+    StateFileError,
+    load_state,
+    owner_alive,
+    remove_state,
+    restore_all,
+    save_state,
+)
+from govd.daemon.status import write_status
+from govd.device.base import DeviceError
+from govd.device.discovery import SYS
+from govd.sources.base import FrameSource
+from govd.sources.busy import BusySource
+from govd.sources.mangohud import MangoHudSource
+from govd.sources.socket import SocketSource
+from govd.telemetry.log import EpisodeLimiter, setup_logging
+from govd.telemetry.metrics import Metrics, MetricsServer, start_metrics_server
+from govd.telemetry.notify import Notifier, WatchdogPinger, watchdog_interval_s
+from govd.telemetry.summary import DeviceSummary
+
+log = logging.getLogger("govd.daemon")
+
+STATUS_EVERY_S = 1.0
+"""How often the status file is written (wall clock). Units: s."""
+SUSPEND_GAP_S = 1.0
+"""A jump of CLOCK_BOOTTIME over CLOCK_MONOTONIC larger than this means the machine slept."""
+TICK_HISTORY = 4096
+"""Ticks kept for the jitter and CPU statistics."""
+
+
+class StartError(Exception):
+    """govd cannot start (no device, another govd running, ...); one clear line."""
+
+
+@dataclass
+class Options:
+    """How `govd run` was asked to run (the configuration plus what the command line says)."""
+
+    config: Config
+    config_path: Path | None = None
+    """Reread on SIGHUP; None: nothing to reload."""
+    insecure_config: bool = False
+    sysfs_root: Path = SYS
+    record: Path | None = None
+    """Run-trace CSV (`govd run --record`)."""
+    speed: float = 1.0
+    """Loop time runs this many times faster than the wall clock (the simulated GPU)."""
+    on_status: Callable[[dict[str, Any]], None] | None = None
+    """Called with the status every second (the demo prints it)."""
+    should_stop: Callable[[], bool] | None = None
+    """Polled every tick; True ends the run as a signal would."""
+    status_file: Path | None = None
+
+
+@dataclass
+class TickStats:
+    """Recent ticks' jitter (start − deadline, s) and CPU time (s)."""
+
+    jitter_s: deque[float] = field(default_factory=lambda: deque(maxlen=TICK_HISTORY))
+    cpu_s: deque[float] = field(default_factory=lambda: deque(maxlen=TICK_HISTORY))
+    ticks: int = 0
+
+    def summary(self) -> dict[str, float | int | None]:
+        """p50/p99 jitter and mean CPU per tick, in µs."""
+        def pct(values: deque[float], q: float) -> float | None:
+            if not values:
+                return None
+            ordered = sorted(values)
+            return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6
+
+        cpu = self.cpu_s
+        return {"ticks": self.ticks, "jitter_p50_us": pct(self.jitter_s, 0.5),
+                "jitter_p99_us": pct(self.jitter_s, 0.99),
+                "cpu_mean_us": sum(cpu) / len(cpu) * 1e6 if cpu else None}
+
+
+def _suspend_offset_s() -> float:
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+class Daemon:
+    """One run of `govd run`: call `run()` once."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.config = options.config
+        self.clock = Clock(options.speed)
+        self.notifier = Notifier()
+        self.watchdog = WatchdogPinger(self.notifier, watchdog_interval_s())
+        self.limiter = EpisodeLimiter(log)
+        self.runners: list[DeviceRunner] = []
+        self.source: FrameSource | None = None
+        self.metrics: Metrics | None = None
+        self.stats = TickStats()
+        self.ready_s: float | None = None
+        """Wall-clock seconds from `run()` to READY (the bench's start-to-ready)."""
+        self._metrics_server: MetricsServer | None = None
+        self._hotplug: Any = None
+        self._carried: list[dict[str, Any]] = []
+        self._state_file = Path(self.config.state_file)
+        self._scheduler: DeadlineScheduler | None = None
+        self._wrote_state = False
+
+    # -- the whole run -------------------------------------------------------------------------
+    def run(self) -> int:
+        """Start, loop until stopped, restore. Returns the exit status (0: stopped cleanly)."""
+        begun = time.monotonic()
+        signals = SignalFlags()
+        try:
+            self._start()
+            self.ready_s = time.monotonic() - begun
+            self._loop(signals)
+        finally:
+            restored = self._shutdown()
+            signals.close()
+        return 0 if restored else 1
+
+    def _start(self) -> None:
+        self._restore_stale()
+        devices = select(self.config, find_devices(self.options.sysfs_root))
+        if not devices:
+            raise StartError(
+                f"no device to govern under {self.options.sysfs_root} "
+                "(see `govd devices` for what was found and why)"
+            )
+        built = [(device, *build_governor(self.config, device)) for device in devices]
+        # Before the first write: the state found goes to disk, so a crash loses nothing.
+        state = SavedState([d.save() for d in devices] + self._carried,
+                           str(self.options.sysfs_root))
+        save_state(self._state_file, state)
+        self._wrote_state = True
+        self.source = self._open_source()
+        if self.config.metrics.enabled:
+            self._start_metrics()
+        interval_s = self.config.logging.summary_interval_s
+        busy = self.config.frames.source == "busy"
+        for device, governor, settings in built:
+            recorder = None
+            if self.options.record is not None:
+                path = trace_path(self.options.record, device.name, len(built))
+                recorder = TraceRecorder(path, settings.counters)
+            summary = DeviceSummary(log, device.name, interval_s) if interval_s > 0 else None
+            self.runners.append(DeviceRunner(
+                device, governor, settings, self.limiter, summary, self.metrics, recorder,
+                BusySource(app=device.name) if busy else None,
+            ))
+        self._start_hotplug()
+        names = ", ".join(f"{r.name} ({r.settings.policy})" for r in self.runners)
+        log.info("governing %s every %d ms", names, self.config.period_ms)
+        self.notifier.ready(f"governing {names}")
+
+    def _restore_stale(self) -> None:
+        state = load_state(self._state_file)
+        if state is None:
+            return
+        if owner_alive(state):
+            raise StartError(f"govd (pid {state.pid}) is already running: {self._state_file}")
+        log.warning("%s: state left by a govd that did not stop cleanly (pid %d); restoring it",
+                    self._state_file, state.pid)
+        failures = restore_all(state)
+        for line in failures:
+            log.error("could not restore %s; kept in the state file", line)
+        if not failures:
+            remove_state(self._state_file)
+        failed = {line.split(":", 1)[0] for line in failures}
+        self._carried = [d for d in state.devices if d.get("name", "?") in failed]
+
+    def _open_source(self) -> FrameSource | None:
+        frames = self.config.frames
+        if frames.source in ("socket", "sim"):
+            s = frames.socket
+            options: dict[str, Any] = {
+                "group": s.group, "allow_uids": s.allow_uids, "allow_gids": s.allow_gids,
+                "rate_fps": s.rate_fps, "burst": s.burst, "max_queue": s.max_queue,
+                "clock": self.clock.now_s,
+            }
+            activated = SocketSource.from_systemd(**options)
+            return activated or SocketSource(Path(s.path), **options)
+        if frames.source == "mangohud":
+            assert frames.mangohud.dir is not None  # the schema requires it
+            return MangoHudSource(frames.mangohud.dir, rescan_s=frames.mangohud.rescan_s,
+                                  clock=self.clock.now_s)
+        return None  # busy: one BusySource per device, fed by its own readings
+
+    def _start_metrics(self) -> None:
+        host, _, port = self.config.metrics.listen.rpartition(":")
+        self.metrics = Metrics()
+        self._metrics_server = start_metrics_server(self.metrics, host.strip("[]"), int(port))
+        log.info("metrics on http://%s/metrics", self.config.metrics.listen)
+
+    def _start_hotplug(self) -> None:
+        if self.options.sysfs_root != SYS:
+            return  # udev knows only the real /sys; paused devices are probed by back-off
+        try:
+            from govd.device.discovery import HotplugMonitor
+
+            self._hotplug = HotplugMonitor()
+            self._hotplug.start()
+        except Exception as exc:  # no netlink (containers): the back-off probing still works
+            log.warning("no udev hot-plug events (%s); vanished devices are probed instead", exc)
+            self._hotplug = None
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _loop(self, signals: SignalFlags) -> None:
+        clock = self.clock
+        self._scheduler = scheduler = DeadlineScheduler(
+            self.config.period_ms / 1000.0, clock.now_s,
+            lambda loop_s: signals.wait(clock.to_wall_s(loop_s)),
+        )
+        next_status_s = time.monotonic()
+        suspend_offset_s = _suspend_offset_s()
+        should_stop = self.options.should_stop
+        while signals.stop is None and not (should_stop is not None and should_stop()):
+            if signals.reload:
+                signals.reload = False
+                self.reload()
+            tick = scheduler.next_tick()
+            if tick is None:
+                continue
+            cpu_start_s = time.thread_time()
+            offset_s = _suspend_offset_s()
+            if offset_s - suspend_offset_s > SUSPEND_GAP_S:
+                log.info("resumed from suspend: writing the chosen levels again")
+                for runner in self.runners:
+                    runner.reapply()
+            suspend_offset_s = offset_s
+            self._tick(tick)
+            wall_s = time.monotonic()
+            self.watchdog.tick(wall_s)
+            if wall_s >= next_status_s:
+                next_status_s = wall_s + STATUS_EVERY_S
+                self._publish_status()
+            self.stats.ticks += 1
+            self.stats.jitter_s.append(clock.to_wall_s(tick.started_s - tick.due_s))
+            self.stats.cpu_s.append(time.thread_time() - cpu_start_s)
+        if signals.stop is not None:
+            log.info("signal %d: stopping", signals.stop)
+
+    def _tick(self, tick: Tick) -> None:
+        now_s = tick.started_s
+        self._hotplug_events(now_s)
+        frames = self.source.drain() if self.source is not None else []
+        interval_s = tick.interval_s
+        for runner in self.runners:
+            runner.tick(now_s, interval_s, frames)
+            if tick.overruns and self.metrics is not None:
+                self.metrics.record_overrun(runner.name)
+
+    def _hotplug_events(self, now_s: float) -> None:
+        while self._hotplug is not None and (event := self._hotplug.poll(0)) is not None:
+            for runner in self.runners:
+                if event.name != runner.name and event.sys_path != getattr(
+                        runner.device, "path", None):
+                    continue
+                if event.action in ("remove", "unbind"):
+                    runner.gone(now_s)
+                else:
+                    runner.probe_soon()
+
+    def status(self) -> dict[str, Any]:
+        """Everything the status file holds."""
+        assert self._scheduler is not None
+        return {
+            "pid": os.getpid(), "written_unix_s": time.time(),
+            "loop_time_s": self.clock.now_s(), "period_ms": self.config.period_ms,
+            "loop": {**self.stats.summary(), "overruns": self._scheduler.overruns},
+            "frames": self.source.stats() if self.source is not None else {},
+            "devices": [runner.status() for runner in self.runners],
+        }
+
+    def _publish_status(self) -> None:
+        status = self.status()
+        if self.options.status_file is not None:
+            try:
+                write_status(self.options.status_file, status)
+            except OSError as exc:
+                self.limiter.warn(("daemon", "status"), self.clock.now_s(),
+                                  f"cannot write the status file: {exc}")
+        from govd.daemon.status import device_line
+
+        self.notifier.status("; ".join(device_line(d) for d in status["devices"]))
+        if self.options.on_status is not None:
+            self.options.on_status(status)
+
+    # -- SIGHUP --------------------------------------------------------------------------------
+    def reload(self) -> bool:
+        """Reread the configuration and apply it all, or keep the old one all (returns whether
+        the new one is in force). Devices, frame source and state file stay as they are."""
+        path = self.options.config_path
+        if path is None:
+            log.info("SIGHUP: no configuration file to reload")
+            return False
+        self.notifier.reloading()
+        try:
+            config = self._overridden(load_config(path, self.options.insecure_config))
+            built = [build_governor(config, runner.device) for runner in self.runners]
+        except (ConfigError, SetupError) as exc:
+            lines = exc.errors if isinstance(exc, ConfigError) else [str(exc)]
+            for line in lines:
+                log.error("reload refused, old configuration kept: %s", line)
+            self.notifier.ready("reload refused; old configuration kept")
+            return False
+        old = self.config
+        for runner, (governor, settings) in zip(self.runners, built, strict=True):
+            runner.settings = settings
+            if (old.model, old.policy, old.devices, old.power) != (
+                    config.model, config.policy, config.devices, config.power):
+                runner.governor = governor
+                runner.reapply()
+            else:
+                runner.governor.target = settings.target
+        self.config = config
+        assert self._scheduler is not None
+        self._scheduler.set_period(config.period_ms / 1000.0)
+        setup_logging(config.logging.level)
+        log.info("configuration reloaded from %s", path)
+        self.notifier.ready("configuration reloaded")
+        return True
+
+    def _overridden(self, config: Config) -> Config:
+        """What the command line set stays set across a reload."""
+        frames = self.config.frames
+        return config.model_copy(update={"state_file": self.config.state_file,
+                                         "frames": frames})
+
+    # -- every way out -------------------------------------------------------------------------
+    def _shutdown(self) -> bool:
+        """Put every device back; returns True when all went back (state file removed)."""
+        self.notifier.stopping("restoring the clocks govd found")
+        if not self._wrote_state:
+            return True  # never took a device; a state file there is not ours to touch
+        failed: list[dict[str, Any]] = list(self._carried)
+        for runner in self.runners:
+            try:
+                runner.device.restore()
+            except (DeviceError, OSError) as exc:
+                log.error("%s: could not restore (%s); kept in %s for `govd restore`",
+                          runner.name, exc, self._state_file)
+                failed.append(runner.device.save())
+            runner.close()
+        for closing in (self.source, self._metrics_server):
+            if closing is not None:
+                closing.close()
+        if failed:
+            try:
+                save_state(self._state_file, SavedState(failed, str(self.options.sysfs_root)))
+            except StateFileError as exc:
+                log.error("%s", exc)
+            return False
+        if self.runners:
+            log.info("every device restored")
+        remove_state(self._state_file)
+        if self.options.status_file is not None:
+            self.options.status_file.unlink(missing_ok=True)
+        return True
+

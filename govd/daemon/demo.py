@@ -1,0 +1,195 @@
+"""``govd run --sim``: the real daemon against the built-in simulated GPU, scored against ondemand.
+
+Two simulated GPUs run as separate processes (`python -m govd.sim.live`), the same scenario, seed
+and duration: one keeps its devfreq tree in a temporary folder and sends its frames to the
+daemon's socket; the other is left under the kernel's ``simple_ondemand`` with nobody listening.
+The daemon governs the first exactly as it governs hardware (discovery under the tree's root,
+the ``devfreq`` backend, the ``socket`` source, the state file), prints one status line per wall
+second, and when the simulated run ends both summaries are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from govd.cli import UsageError
+from govd.conf.schema import Config, TargetConfig
+
+DEFAULT_DURATION_S = 600.0
+SIM_DEVICE = "govd-sim0"
+_TREE_READY = f"class/devfreq/{SIM_DEVICE}/device/hwmon/hwmon0/power1_average"
+START_TIMEOUT_S = 30.0
+
+
+def _start_sim(root: Path, socket: Path, args: argparse.Namespace, duration_s: float,
+               log_path: Path) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "govd.sim.live", "--root", str(root), "--socket",
+               str(socket), "--scenario", args.scenario, "--speed", str(args.speed),
+               "--duration-s", str(duration_s)]
+    with open(log_path, "wb") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _wait_for_tree(root: Path, sim: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not (root / _TREE_READY).exists():
+        if sim.poll() is not None:
+            raise UsageError(f"the simulated GPU failed to start:\n{log_path.read_text()}")
+        if time.monotonic() > deadline:
+            raise UsageError(f"the simulated GPU did not lay out {root} in {START_TIMEOUT_S} s")
+        time.sleep(0.02)
+
+
+def _warm_up(config: Config) -> None:
+    """Load the compiled model kernels before the simulated clock starts, so the daemon takes
+    the device at once and the comparison with ondemand starts from the same instant."""
+    from govd.governor import Governor, Sample
+    from govd.policy.registry import make_policy
+
+    governor = Governor([100.0, 200.0, 300.0], make_policy(config.policy.name,
+                                                          **config.policy.params),
+                        config.target.to_target())
+    governor.step(Sample(freq_mhz=300.0, frame_time_ms=5.0, frame_count=1))
+
+
+def _demo_config(args: argparse.Namespace, tmp: Path) -> tuple[Config, Path | None]:
+    from govd.daemon.run import read_config
+
+    config, path = read_config(args) if args.config is not None else (Config(), None)
+    frames = config.frames.model_copy(update={
+        "source": "socket",
+        "socket": config.frames.socket.model_copy(
+            update={"path": str(tmp / "frames.sock"), "group": None}),
+    })
+    apps = dict(config.apps)
+    if args.scenario == "gpgpu" and args.scenario not in apps:
+        apps["gpgpu"] = TargetConfig(max_slowdown=0.1)  # throughput work: no frame deadline
+    update: dict[str, Any] = {"frames": frames, "state_file": str(tmp / "state.json"),
+                              "apps": apps}
+    if path is None:
+        # One status line per second says it all; the journal summary would repeat it.
+        update["logging"] = config.logging.model_copy(update={"summary_interval_s": 0.0})
+    return config.model_copy(update=update), path
+
+
+def _status_printer(start_s: list[float]) -> Any:
+    from govd.daemon.status import device_line
+
+    def show(status: dict[str, Any]) -> None:
+        if not start_s:
+            start_s.append(status["loop_time_s"])
+        sim_s = status["loop_time_s"] - start_s[0]
+        for device in status["devices"]:
+            print(f"[{sim_s:7.1f} s] {device_line(device)}", flush=True)
+
+    return show
+
+
+def _summary(path: Path) -> dict[str, Any] | None:
+    try:
+        summary: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return summary
+
+
+def _fps(summary: dict[str, Any]) -> float:
+    return summary["frames"] / summary["sim_s"] if summary["sim_s"] else 0.0
+
+
+def report(governed: dict[str, Any], baseline: dict[str, Any] | None) -> str:
+    """The final summary: energy, FPS and missed deadlines, beside ondemand's."""
+    lines = [f"govd on the simulated GPU ({governed['scenario']}, levels {governed['levels']}, "
+             f"seed {governed['seed']}, {governed['sim_s']:.0f} s simulated):"]
+    e, f = governed["energy_j"], governed["frames"]
+    miss = governed["deadline_misses"]
+    if baseline is None:
+        lines += [f"  energy used      {e:10.1f} J   (ondemand run missing)",
+                  f"  FPS              {_fps(governed):10.1f}",
+                  f"  missed deadlines {miss:10d}   of {f} frames"]
+        return "\n".join(lines)
+    be, bf, bmiss = baseline["energy_j"], baseline["frames"], baseline["deadline_misses"]
+    saving = 100.0 * (1.0 - e / be) if be > 0 else 0.0
+    lines += [
+        f"  {'':17}{'govd':>10}   {'ondemand':>10}",
+        f"  energy used      {e:10.1f}   {be:10.1f}  J   ({saving:+.1f} % saved by govd)",
+        f"  mean power       {governed['mean_power_w']:10.3f}   "
+        f"{baseline['mean_power_w']:10.3f}  W",
+        f"  FPS              {_fps(governed):10.1f}   {_fps(baseline):10.1f}",
+        f"  missed deadlines {miss:10d}   {bmiss:10d}      "
+        f"({100.0 * miss / max(f, 1):.1f} % vs {100.0 * bmiss / max(bf, 1):.1f} % of frames)",
+    ]
+    if abs(governed["sim_s"] - baseline["sim_s"]) > 1.0:
+        lines.append(f"  (runs of unequal length: {governed['sim_s']:.0f} s against "
+                     f"{baseline['sim_s']:.0f} s; interrupted?)")
+    return "\n".join(lines)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Run the simulated GPU and its ondemand twin, govern the first, print the comparison."""
+    from govd.daemon.daemon import Daemon, Options
+    from govd.daemon.loop import Clock
+    from govd.daemon.status import status_path
+    from govd.sim.gpu import SCENARIOS
+    from govd.telemetry.log import setup_logging
+
+    if args.scenario not in SCENARIOS:
+        raise UsageError(f"unknown scenario {args.scenario!r}; known: {', '.join(SCENARIOS)}")
+    duration_s = args.duration_s or DEFAULT_DURATION_S
+    tmp = Path(tempfile.mkdtemp(prefix="govd-sim-"))
+    sims: list[subprocess.Popen[bytes]] = []
+    try:
+        config, path = _demo_config(args, tmp)
+        setup_logging(config.logging.level)
+        _warm_up(config)
+        governed_root, baseline_root = tmp / "governed", tmp / "ondemand"
+        print(f"govd: simulated GPU under {governed_root}, {args.scenario}, "
+              f"{duration_s:g} s at {args.speed:g}x (~{duration_s / args.speed:.0f} s); "
+              "ondemand twin beside it", flush=True)
+        sims.append(_start_sim(governed_root, tmp / "frames.sock", args, duration_s,
+                               tmp / "governed.log"))
+        sims.append(_start_sim(baseline_root, tmp / "nobody.sock", args, duration_s,
+                               tmp / "ondemand.log"))
+        _wait_for_tree(governed_root, sims[0], tmp / "governed.log")
+        options = Options(
+            config=config, config_path=path, insecure_config=args.insecure_config,
+            sysfs_root=governed_root, record=args.record, speed=args.speed,
+            on_status=_status_printer([]), should_stop=lambda: sims[0].poll() is not None,
+            status_file=status_path(tmp / "state.json"),
+        )
+        assert Clock(args.speed).speed == args.speed
+        daemon = Daemon(options)
+        status = daemon.run()
+        for sim in sims:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                sim.wait(timeout=5.0 + 2.0 * duration_s / args.speed)
+        for sim in sims:
+            if sim.poll() is None:
+                sim.terminate()  # an interrupted demo: the sim writes what it has
+                sim.wait(timeout=30.0)
+        governed = _summary(governed_root / "summary.json")
+        if governed is None:
+            print("govd: the simulated GPU wrote no summary", file=sys.stderr)
+            return 1
+        print(report(governed, _summary(baseline_root / "summary.json")))
+        loop = daemon.stats.summary()
+        print(f"  daemon: {loop['ticks']} ticks, CPU {loop['cpu_mean_us'] or 0:.0f} µs/tick, "
+              f"jitter p99 {loop['jitter_p99_us'] or 0:.0f} µs, "
+              f"{daemon._scheduler.overruns if daemon._scheduler else 0} overruns, "
+              f"device restored: {'yes' if status == 0 else 'NO'}")
+        return status
+    finally:
+        for sim in sims:
+            if sim.poll() is None:
+                sim.kill()
+                sim.wait()
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,301 @@
+"""One governed device, one tick at a time: read → Sample → Governor.step → set_level → telemetry.
+
+A device that faults is dealt with alone, the other devices and the loop go on:
+
+- it vanished (`DeviceGone`: unplugged, driver unbound): the runner pauses; nothing can be
+  written to it, and its saved state stays in the state file for when it comes back;
+- the kernel refused a write, or a read failed otherwise: the runner hands the device back (puts
+  the state it found back) and pauses.
+
+A paused runner probes the device again after a back-off (1 s, doubling up to 30 s; a hot-plug
+``add`` event probes at once) and takes it back when it answers: model and policy start afresh,
+and the level is written again. Each fault is one warning per episode (`EpisodeLimiter`), closed
+when the device works again.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from govd.daemon.record import TraceRecorder
+from govd.device.base import Device, DeviceError, DeviceGone, Reading
+from govd.device.energy import EnergyMeter
+from govd.governor import Governor, Sample
+from govd.sources.base import Frame
+from govd.sources.busy import BusySource
+from govd.target import Target
+from govd.telemetry.log import EpisodeLimiter, log_fields
+from govd.telemetry.metrics import Metrics
+from govd.telemetry.summary import DeviceSummary
+from govd.telemetry.tick import TickRecord
+
+log = logging.getLogger("govd.daemon")
+T = TypeVar("T")
+
+FIRST_RETRY_S = 1.0
+MAX_RETRY_S = 30.0
+RECENT_S = 1.0
+"""How far back the status file's recent FPS and frame time look. Units: s."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerSettings:
+    """What the configuration says about driving one device."""
+
+    policy: str
+    """The policy's name (for telemetry)."""
+    target: Target
+    """The device's target when no application asks for its own."""
+    apps: Mapping[str, Target]
+    """Per-application targets by process name."""
+    min_dwell_s: float
+    """Shortest time between two level writes. Units: s."""
+    counters: Sequence[str] = ()
+    """The model's counters, in the model's order."""
+
+
+class DeviceRunner:
+    """Drives one device with its own governor; `tick` once per loop tick."""
+
+    def __init__(
+        self,
+        device: Device,
+        governor: Governor,
+        settings: RunnerSettings,
+        limiter: EpisodeLimiter,
+        summary: DeviceSummary | None = None,
+        metrics: Metrics | None = None,
+        recorder: TraceRecorder | None = None,
+        busy_source: BusySource | None = None,
+    ) -> None:
+        self.device = device
+        self.governor = governor
+        self.settings = settings
+        self.limiter = limiter
+        self.summary = summary
+        self.metrics = metrics
+        self.recorder = recorder
+        self.busy_source = busy_source
+        self.paused: str | None = None
+        """Why the device is not governed now (None while it is)."""
+        self.energy_j = 0.0
+        """Energy the device used while governed. Units: J."""
+        self.counts: Counter[str] = Counter()
+        self._meter = EnergyMeter()
+        self._last_energy_mj = math.nan
+        self._applied_mhz: float | None = None
+        self._last_write_s = -math.inf
+        self._retry_s = FIRST_RETRY_S
+        self._next_probe_s = -math.inf
+        self._started_s: float | None = None
+        self._predicted_ms = math.nan
+        self._recent: deque[tuple[float, int, float, float]] = deque()
+        self._last: dict[str, Any] = {}
+
+    @property
+    def name(self) -> str:
+        """The device's name."""
+        return self.device.name
+
+    # -- one tick ------------------------------------------------------------------------------
+    def tick(self, now_s: float, interval_s: float, frames: Sequence[Frame]) -> TickRecord | None:
+        """Govern one tick at loop time ``now_s`` (s) that lasted ``interval_s`` (s), with the
+        frames completed in it. Returns what telemetry records, None while paused."""
+        if self._started_s is None:
+            self._started_s = now_s
+        if self.paused is not None and not self._probe(now_s):
+            return None
+        reading = self._guarded(now_s, "read", self.device.read)
+        if reading is None:
+            return None
+        if self.busy_source is not None:
+            self.busy_source.observe(reading.busy, interval_s)
+            frames = self.busy_source.drain()
+        times_ms = [f.gpu_time_ms for f in frames]
+        frame_time_ms = sum(times_ms) / len(times_ms) if times_ms else math.nan
+        self.governor.target = self._target_for(frames)
+        power_w = self._meter.update(now_s, reading.energy_mj, reading.power_w)
+        tick_energy_j = self._tick_energy_j(reading, power_w, interval_s)
+        counters = np.array(
+            [reading.counters.get(name, math.nan) for name in self.settings.counters],
+            dtype=np.float64,
+        )
+        actual_vs_predicted = (frame_time_ms, self._predicted_ms)
+        decision = self.governor.step(
+            Sample(
+                freq_mhz=reading.freq_mhz, frame_time_ms=frame_time_ms,
+                frame_count=len(times_ms), interval_s=interval_s, busy=reading.busy,
+                power_w=power_w, counters=counters,
+            )
+        )
+        self._predicted_ms = float(decision.outlook.time_ms[decision.level])
+        switched = self._apply(now_s, decision.freq_mhz)
+        self.counts["ticks"] += 1
+        if self.recorder is not None:
+            self.recorder.row(now_s - self._started_s, frame_time_ms, len(times_ms),
+                              reading.freq_mhz, power_w, counters)
+        self._remember(now_s, reading, times_ms, power_w, actual_vs_predicted)
+        record = TickRecord(
+            device=self.name, level_mhz=reading.freq_mhz, frame_times_ms=times_ms,
+            pred_ms=_finite_or_none(self._predicted_ms),
+            power_w=_finite_or_none(power_w), energy_j=_finite_or_none(tick_energy_j),
+            policy=self.settings.policy, switched=switched,
+        )
+        if self.summary is not None:
+            self.summary.record_tick(now_s, record)
+        if self.metrics is not None:
+            self.metrics.record_tick(record)
+        return record
+
+    def _target_for(self, frames: Sequence[Frame]) -> Target:
+        """The target of the application that completed the most frames this tick."""
+        if not frames:
+            return self.governor.target  # no news: keep the target in force
+        busiest = Counter(f.app for f in frames).most_common(1)[0][0]
+        return self.settings.apps.get(busiest, self.settings.target)
+
+    def _tick_energy_j(self, reading: Reading, power_w: float, interval_s: float) -> float:
+        energy_mj = reading.energy_mj
+        if math.isfinite(energy_mj):
+            previous, self._last_energy_mj = self._last_energy_mj, energy_mj
+            used_j = (energy_mj - previous) / 1000.0
+            # No previous reading, or the counter was reset: nothing known about this tick.
+            used_j = used_j if math.isfinite(used_j) and used_j >= 0 else math.nan
+        else:
+            used_j = power_w * interval_s
+        if math.isfinite(used_j):
+            self.energy_j += used_j
+        return used_j
+
+    def _apply(self, now_s: float, freq_mhz: float) -> bool:
+        """Write the chosen level when it changed and the dwell time has passed."""
+        if freq_mhz == self._applied_mhz:
+            return False
+        if self._applied_mhz is not None and now_s - self._last_write_s < self.settings.min_dwell_s:
+            self.counts["held_by_dwell"] += 1
+            return False
+        if self._guarded(now_s, "write", lambda: self.device.set_level(freq_mhz) or True) is None:
+            return False
+        self._applied_mhz = freq_mhz
+        self._last_write_s = now_s
+        self.counts["writes"] += 1
+        for kind in ("gone", "read", "write"):
+            self.limiter.clear((self.name, kind), now_s)
+        self._retry_s = FIRST_RETRY_S
+        return True
+
+    def _guarded(self, now_s: float, kind: str, action: Callable[[], T]) -> T | None:
+        """``action()``, or None after pausing on its fault: a device gone is only paused,
+        any other fault of ``kind`` (read, write) hands the device back as well."""
+        try:
+            return action()
+        except DeviceGone as exc:
+            self._pause(now_s, "gone", exc, hand_back=False)
+        except DeviceError as exc:
+            self._pause(now_s, kind, exc, hand_back=True)
+        return None
+
+    def reapply(self) -> None:
+        """Write the chosen level again at the next tick (after suspend/resume the driver may
+        have put its own back)."""
+        self._applied_mhz = None
+
+    # -- faults --------------------------------------------------------------------------------
+    def _pause(self, now_s: float, kind: str, exc: Exception, hand_back: bool) -> None:
+        self.paused = kind
+        self.counts[f"paused_{kind}"] += 1
+        what = {"gone": "device went away", "read": "cannot read the device",
+                "write": "the kernel refused a write"}[kind]
+        action = "handed back, paused" if hand_back else "paused"
+        self.limiter.warn((self.name, kind), now_s, f"{self.name}: {what} ({exc}); {action}",
+                          error=str(exc))
+        if hand_back:
+            try:
+                self.device.restore()
+            except DeviceError as restore_exc:
+                self.limiter.warn((self.name, "restore"), now_s,
+                                  f"{self.name}: restoring failed too ({restore_exc})")
+        self._applied_mhz = None
+        self._next_probe_s = now_s + self._retry_s
+        self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)
+
+    def gone(self, now_s: float) -> None:
+        """The device was unplugged (a hot-plug ``remove``): pause without writing to it."""
+        if self.paused is None:
+            self._pause(now_s, "gone", DeviceGone("removed"), hand_back=False)
+
+    def probe_soon(self) -> None:
+        """Try to take the device back at the next tick (a hot-plug ``add``)."""
+        self._next_probe_s = -math.inf
+        self._retry_s = FIRST_RETRY_S
+
+    def _probe(self, now_s: float) -> bool:
+        """Whether a paused device answers again; if so it is taken back afresh."""
+        if now_s < self._next_probe_s:
+            return False
+        try:
+            self.device.read()
+        except DeviceError:
+            self._next_probe_s = now_s + self._retry_s
+            self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)
+            return False
+        log_fields(log, logging.INFO, f"{self.name}: answers again; governing it afresh",
+                   device=self.name, was=self.paused)
+        self.paused = None
+        self.counts["resumed"] += 1
+        self.governor.reset()
+        self._meter.reset()
+        self._last_energy_mj = math.nan
+        self._applied_mhz = None
+        return True
+
+    # -- status --------------------------------------------------------------------------------
+    def _remember(
+        self, now_s: float, reading: Reading, times_ms: list[float], power_w: float,
+        actual_vs_predicted: tuple[float, float],
+    ) -> None:
+        recent = self._recent
+        recent.append((now_s, len(times_ms), sum(times_ms), power_w))
+        while recent and recent[0][0] < now_s - RECENT_S:
+            recent.popleft()
+        self._last = {"level_mhz": reading.freq_mhz, "busy": reading.busy,
+                      "actual_frame_ms": actual_vs_predicted[0],
+                      "predicted_frame_ms": actual_vs_predicted[1]}
+
+    def status(self) -> dict[str, Any]:
+        """The device's state for the status file and the status line (JSON-able; NaN → None)."""
+        frames = sum(r[1] for r in self._recent)
+        span_s = (self._recent[-1][0] - self._recent[0][0]) if len(self._recent) > 1 else 0.0
+        powers = [r[3] for r in self._recent if math.isfinite(r[3])]
+        status: dict[str, Any] = {
+            "device": self.name,
+            "backend": self.device.backend,
+            "state": "paused" if self.paused else "governed",
+            "paused_reason": self.paused,
+            "policy": self.settings.policy,
+            "target": self.governor.target.describe(),
+            "fps": frames / span_s if span_s > 0 else None,
+            "frame_ms": sum(r[2] for r in self._recent) / frames if frames else None,
+            "power_w": sum(powers) / len(powers) if powers else None,
+            "energy_j": self.energy_j,
+            "chosen_mhz": self._applied_mhz,
+            **self._last,
+            **{f"{k}": v for k, v in self.counts.items()},
+        }
+        return {k: _finite_or_none(v) if isinstance(v, float) else v for k, v in status.items()}
+
+    def close(self) -> None:
+        """Close the trace file (the device itself is restored by the daemon)."""
+        if self.recorder is not None:
+            self.recorder.close()
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None

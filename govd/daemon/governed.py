@@ -1,0 +1,107 @@
+"""Which devices govd governs, and the governor each one gets from the configuration."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+
+from govd.conf.schema import Config, DeviceConfig
+from govd.daemon.device_runner import RunnerSettings
+from govd.device.base import Device
+from govd.device.discovery import SYS, discover, discover_sysfs
+from govd.governor import Governor
+from govd.model.settings import ModelSettings
+from govd.policy.registry import make_policy
+
+log = logging.getLogger("govd.daemon")
+
+
+class SetupError(Exception):
+    """The configuration cannot be applied to the devices found (one clear line)."""
+
+
+def find_devices(sysfs_root: Path) -> list[Device]:
+    """Every device under ``sysfs_root``; other kinds (NVML) only for the real /sys, so that a
+    fixture or simulated tree never brings the machine's own GPU along."""
+    return discover() if Path(sysfs_root) == SYS else discover_sysfs(Path(sysfs_root))
+
+
+def entry_for(config: Config, device: Device) -> DeviceConfig | None:
+    """The first ``devices`` entry whose matchers all match ``device``, None when none does."""
+    for entry in config.devices:
+        pci_id = getattr(device, "pci_id", None)
+        if entry.name is not None and entry.name != device.name:
+            continue
+        if entry.backend is not None and entry.backend != device.backend:
+            continue
+        if entry.pci_id is not None and (pci_id is None or entry.pci_id.lower() != pci_id):
+            continue
+        return entry
+    return None
+
+
+def select(config: Config, devices: list[Device]) -> list[Device]:
+    """The devices to govern: enabled by the configuration and controllable (the others are
+    logged with the reason and left alone)."""
+    chosen = []
+    for device in devices:
+        entry = entry_for(config, device)
+        if entry is not None and not entry.enabled:
+            log.info("%s: disabled in the configuration; left alone", device.name)
+            continue
+        verdict = device.controllable()
+        if not verdict.ok:
+            log.warning("%s: cannot be governed: %s", device.name, verdict.reason)
+            continue
+        if verdict.reason:
+            log.warning("%s: %s", device.name, verdict.reason)
+        chosen.append(device)
+    return chosen
+
+
+def model_settings(config: Config, device: Device, levels_mhz: np.ndarray) -> ModelSettings:
+    """The model's settings for ``device``: the ``model`` section, and the device's voltage
+    table from ``power.voltage`` interpolated at its levels when the config has one."""
+    m = config.model
+    points = config.power.voltage.get(device.name)
+    volts: tuple[float, ...] = ()
+    if points:
+        volts = tuple(np.interp(levels_mhz, [p.freq_mhz for p in points],
+                                [p.voltage_v for p in points]).tolist())
+    return ModelSettings(
+        algorithm=m.algorithm, forgetting=m.forgetting, mu=m.mu, a_init=m.a_init,
+        counters=tuple(m.counters), dcd_h=m.dcd.H, dcd_mb=m.dcd.Mb, dcd_nu=m.dcd.Nu, volts=volts,
+    )
+
+
+def build_governor(config: Config, device: Device) -> tuple[Governor, RunnerSettings]:
+    """A fresh governor for ``device`` and how its runner drives it. Raises SetupError."""
+    entry = entry_for(config, device)
+    policy_config = entry.policy if entry is not None and entry.policy else config.policy
+    levels_mhz = np.asarray(device.levels_mhz, dtype=np.float64)
+    low_mhz, high_mhz = device.bounds_mhz
+    if entry is not None:
+        low_mhz = max(low_mhz, entry.bounds.min_mhz or low_mhz)
+        high_mhz = min(high_mhz, entry.bounds.max_mhz or high_mhz)
+    target = config.target.to_target()
+    idle_w = config.power.idle_power_w
+    try:
+        policy = make_policy(policy_config.name, **policy_config.params)
+        governor = Governor(
+            levels_mhz, policy, target, model_settings(config, device, levels_mhz),
+            bounds_mhz=(low_mhz, high_mhz), idle_power_w=math.nan if idle_w is None else idle_w,
+        )
+    except (ValueError, TypeError, LookupError, OSError) as exc:
+        raise SetupError(f"{device.name}: cannot set up policy {policy_config.name!r}: {exc}") \
+            from exc
+    settings = RunnerSettings(
+        policy=policy_config.name,
+        target=target,
+        apps={app: t.to_target() for app, t in config.apps.items()},
+        min_dwell_s=config.min_dwell_ms / 1000.0,
+        counters=tuple(config.model.counters),
+    )
+    return governor, settings

@@ -1,0 +1,110 @@
+"""The control loop's clock: ticks on absolute monotonic deadlines, so the period never drifts.
+
+Tick k is due at ``start + k · period``. Work that overruns its tick does not push the schedule
+back (that would drift) nor make the next ticks fire back to back to catch up (that would pile
+up): the deadlines already passed are skipped and counted as overruns, and the loop waits for the
+next one still ahead. The clock and the wait are injected, so the tests drive the schedule with a
+fake clock, and the daemon waits on its signal pipe (a signal ends the wait early).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+class Clock:
+    """Monotonic time, optionally running ``speed`` times faster than the wall clock (the
+    simulated GPU's accelerated time). Units: s."""
+
+    def __init__(self, speed: float = 1.0) -> None:
+        if not (math.isfinite(speed) and speed > 0):
+            raise ValueError(f"clock speed must be a positive number, got {speed!r}")
+        self.speed = speed
+
+    def now_s(self) -> float:
+        """Loop time now. Units: s."""
+        return time.monotonic() * self.speed
+
+    def to_wall_s(self, duration_s: float) -> float:
+        """How long ``duration_s`` of loop time lasts on the wall clock. Units: s."""
+        return duration_s / self.speed
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """One tick as the scheduler hands it to the loop."""
+
+    due_s: float
+    """When it was due. Units: s of loop time."""
+    started_s: float
+    """When the wait ended (``started_s - due_s`` is the tick's jitter). Units: s."""
+    interval_s: float
+    """Loop time since the previous tick started (the period, or more after an overrun)."""
+    overruns: int
+    """Deadlines skipped just before this tick because the previous one ran past them."""
+
+
+class DeadlineScheduler:
+    """Hands out ticks every ``period_s`` of loop time on absolute deadlines.
+
+    ``now_s`` reads loop time (s); ``wait_s(duration)`` waits up to that long (s of loop time)
+    and may return early (a signal): `next_tick` then returns None, so the loop can look at
+    its flags and call again. The first tick is due one period after construction.
+    """
+
+    def __init__(
+        self, period_s: float, now_s: Callable[[], float], wait_s: Callable[[float], None]
+    ) -> None:
+        self._now_s = now_s
+        self._wait_s = wait_s
+        self.period_s = 0.0
+        self.overruns = 0
+        """Deadlines skipped so far, in total."""
+        self.ticks = 0
+        """Ticks handed out so far."""
+        self._pending_overruns = 0
+        self._last_started_s = now_s()
+        self._start_s = self._last_started_s
+        self._index = 1
+        self.set_period(period_s)
+
+    def set_period(self, period_s: float) -> None:
+        """Change the period (a config reload); the new schedule starts at the next deadline."""
+        if not (math.isfinite(period_s) and period_s > 0):
+            raise ValueError(f"tick period must be a positive number of seconds, got {period_s!r}")
+        if period_s == self.period_s:
+            return
+        next_due_s = self.due_s if self.period_s else self._start_s + period_s
+        self.period_s = period_s
+        self._start_s, self._index = next_due_s - period_s, 1
+
+    @property
+    def due_s(self) -> float:
+        """When the next tick is due. Units: s of loop time."""
+        return self._start_s + self._index * self.period_s
+
+    def next_tick(self) -> Tick | None:
+        """Wait for the next deadline and return its tick; None when the wait ended early."""
+        now_s = self._now_s()
+        due_s = self.due_s
+        if now_s > due_s:
+            # The previous tick ran past this deadline: skip it and every other one passed,
+            # and wait for the next one ahead rather than firing late ticks back to back.
+            skipped = math.floor((now_s - due_s) / self.period_s) + 1
+            self._index += skipped
+            self.overruns += skipped
+            self._pending_overruns += skipped
+            due_s = self.due_s
+        self._wait_s(due_s - now_s)
+        now_s = self._now_s()
+        if now_s < due_s:
+            return None
+        tick = Tick(due_s, now_s, now_s - self._last_started_s, self._pending_overruns)
+        self._pending_overruns = 0
+        self._last_started_s = now_s
+        self._index += 1
+        self.ticks += 1
+        return tick

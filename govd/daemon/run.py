@@ -1,0 +1,157 @@
+"""``govd run``, ``govd restore`` and ``govd status``: the daemon from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from govd.cli import UsageError
+from govd.conf.load import ConfigError, load_config
+from govd.conf.schema import Config
+
+DEFAULT_CONFIG = Path("/etc/govd/govd.yaml")
+
+
+def read_config(args: argparse.Namespace) -> tuple[Config, Path | None]:
+    """The configuration named by ``--config`` (the defaults when there is none and the default
+    file does not exist). Raises UsageError with every ``file:line`` problem."""
+    path: Path | None = args.config
+    if path is None and DEFAULT_CONFIG.exists():
+        path = DEFAULT_CONFIG
+    if path is None:
+        return Config(), None
+    try:
+        return load_config(path, allow_insecure=args.insecure_config), path
+    except ConfigError as exc:
+        raise UsageError("invalid configuration:\n  " + "\n  ".join(exc.errors)) from None
+
+
+def with_overrides(config: Config, args: argparse.Namespace) -> Config:
+    """The configuration with what the command line sets (state file, frame socket)."""
+    update: dict[str, Any] = {}
+    if getattr(args, "state_file", None) is not None:
+        update["state_file"] = str(Path(args.state_file).absolute())
+    if getattr(args, "socket", None) is not None:
+        socket = config.frames.socket.model_copy(update={"path": str(args.socket)})
+        update["frames"] = config.frames.model_copy(update={"socket": socket, "source": "socket"})
+    return config.model_copy(update=update) if update else config
+
+
+def state_file_of(args: argparse.Namespace) -> Path:
+    """The state file `restore`/`status` use: ``--state-file``, else the configuration's."""
+    if args.state_file is not None:
+        return Path(args.state_file)
+    try:
+        config, _ = read_config(args)
+    except UsageError as exc:
+        # Putting clocks back must not depend on the configuration being valid.
+        default = Config().state_file
+        print(f"govd {args.command}: {exc}\n  using the default state file {default}",
+              file=sys.stderr)
+        return Path(default)
+    return Path(config.state_file)
+
+
+def run_daemon(args: argparse.Namespace) -> int:
+    """Govern the GPUs until SIGTERM/SIGINT; with ``--sim``, the simulated-GPU demo."""
+    if args.sim:
+        from govd.daemon.demo import run_demo
+
+        return run_demo(args)
+    if args.speed != 1.0:
+        raise UsageError("--speed only applies to --sim")
+    from govd.daemon.daemon import Daemon, Options, StartError
+    from govd.daemon.governed import SetupError
+    from govd.daemon.state import StateFileError
+    from govd.daemon.status import status_path
+    from govd.telemetry.log import setup_logging
+
+    config, path = read_config(args)
+    config = with_overrides(config, args)
+    setup_logging(config.logging.level)
+    options = Options(
+        config=config, config_path=path, insecure_config=args.insecure_config,
+        sysfs_root=args.sysfs_root, record=args.record,
+        status_file=status_path(Path(config.state_file)),
+    )
+    try:
+        return Daemon(options).run()
+    except (StartError, SetupError, StateFileError) as exc:
+        logging.getLogger("govd.daemon").error("%s", exc)
+        print(f"govd run: {exc}", file=sys.stderr)
+        return 1
+
+
+def restore(args: argparse.Namespace) -> int:
+    """Put every device in the state file back as govd found it, then remove the file."""
+    from govd.daemon.state import StateFileError, restore_from_file
+
+    path = state_file_of(args)
+    try:
+        count, failures = restore_from_file(path)
+    except StateFileError as exc:
+        print(f"govd restore: {exc}", file=sys.stderr)
+        return 1
+    if count == 0:
+        print(f"govd restore: {path}: nothing to restore")
+        return 0
+    for line in failures:
+        print(f"govd restore: could not restore {line}", file=sys.stderr)
+    if failures:
+        print(f"govd restore: {path} kept; run again once the device is back", file=sys.stderr)
+        return 1
+    print(f"govd restore: {count} device(s) restored from {path}")
+    return 0
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, default=None,
+                        help=f"configuration file (default {DEFAULT_CONFIG} when it exists)")
+    parser.add_argument("--insecure-config", action="store_true",
+                        help="accept a configuration writable by others than root and the user")
+    parser.add_argument("--state-file", type=Path, default=None,
+                        help="state file (default: the configuration's state_file)")
+
+
+def _speed(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    """Add ``run``, ``restore`` and ``status`` to the `govd` command line."""
+    run = subparsers.add_parser("run", help="govern the GPUs (the daemon)",
+                                description=run_daemon.__doc__)
+    _common(run)
+    run.add_argument("--sim", action="store_true",
+                     help="demo: govern the built-in simulated GPU and compare with ondemand")
+    run.add_argument("--speed", type=_speed, default=1.0,
+                     help="with --sim: simulated seconds per wall second (e.g. 10)")
+    run.add_argument("--scenario", default="game-medium", help="with --sim: the workload")
+    run.add_argument("--duration-s", type=_speed, default=None,
+                     help="with --sim: simulated seconds to run (default 600)")
+    run.add_argument("--record", type=Path, default=None,
+                     help="write a run trace CSV (time_s,frame_time_ms,frame_count,freq_mhz,...)")
+    run.add_argument("--sysfs-root", type=Path, default=Path("/sys"),
+                     help="look for devices under this sysfs root (fixtures, simulators)")
+    run.add_argument("--socket", type=Path, default=None,
+                     help="frame socket path (overrides frames.socket.path; source socket)")
+    run.set_defaults(func=run_daemon)
+
+    back = subparsers.add_parser("restore", help="put every GPU back as govd found it",
+                                 description=restore.__doc__)
+    _common(back)
+    back.set_defaults(func=restore)
+
+    from govd.daemon.status import show_status
+
+    status = subparsers.add_parser("status", help="what the running govd is doing",
+                                   description=show_status.__doc__)
+    _common(status)
+    status.add_argument("--json", action="store_true", help="print the status file as it is")
+    status.set_defaults(func=show_status)

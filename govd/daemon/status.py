@@ -1,0 +1,73 @@
+"""The status file (``status.json`` beside the state file) and `govd status`, which reads it.
+
+The daemon rewrites it atomically every second, world-readable (0644): per device the level, the
+policy and target, recent FPS and frame time, predicted against actual frame time, power and
+energy, and the loop's own tick statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from govd.daemon.state import write_atomically
+
+STATUS_MODE = 0o644
+STATUS_NAME = "status.json"
+
+
+def status_path(state_file: Path) -> Path:
+    """Where the status file lives: beside the state file."""
+    return Path(state_file).with_name(STATUS_NAME)
+
+
+def write_status(path: Path, status: dict[str, Any]) -> None:
+    """Replace the status file (mode 0644)."""
+    write_atomically(path, json.dumps(status, indent=1) + "\n", STATUS_MODE)
+
+
+def _number(value: Any, fmt: str, unit: str = "") -> str:
+    return "-" if value is None else f"{value:{fmt}}{unit}"
+
+
+def device_line(device: dict[str, Any]) -> str:
+    """One line per device: policy, level, FPS, frame time (and predicted), power, energy."""
+    if device.get("state") == "paused":
+        return f"{device['device']}: paused ({device.get('paused_reason')})"
+    return (
+        f"{device['device']}: {device['policy']} ({device['target']}), "
+        f"{_number(device.get('level_mhz'), '.0f', ' MHz')}, "
+        f"{_number(device.get('fps'), '.1f', ' fps')}, "
+        f"{_number(device.get('frame_ms'), '.2f', ' ms/frame')} "
+        f"(predicted {_number(device.get('predicted_frame_ms'), '.2f', ' ms')}), "
+        f"{_number(device.get('power_w'), '.2f', ' W')}, "
+        f"{_number(device.get('energy_j'), '.1f', ' J')}"
+    )
+
+
+def show_status(args: argparse.Namespace) -> int:
+    """Print the running daemon's status (``--json``: the file as it is)."""
+    from govd.cli import UsageError
+    from govd.daemon.run import state_file_of
+
+    path = status_path(state_file_of(args))
+    try:
+        text = path.read_text()
+        status = json.loads(text)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no status file; is govd running?") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: cannot read the status: {exc}") from None
+    if args.json:
+        print(text, end="")
+        return 0
+    age_s = time.time() - float(status.get("written_unix_s", 0))
+    loop = status.get("loop", {})
+    print(f"govd pid {status.get('pid')}, updated {age_s:.1f} s ago, "
+          f"{loop.get('ticks', 0)} ticks, {loop.get('overruns', 0)} overruns")
+    for device in status.get("devices", []):
+        print("  " + device_line(device))
+    return 0

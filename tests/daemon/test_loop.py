@@ -1,0 +1,92 @@
+"""The deadline scheduler against a fake clock: absolute deadlines, overruns skipped."""
+
+from __future__ import annotations
+
+import pytest
+
+from govd.daemon.loop import DeadlineScheduler
+
+
+class FakeClock:
+    """Time moves only when the loop waits or the test says work took time."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.waits: list[float] = []
+
+    def now_s(self) -> float:
+        return self.now
+
+    def wait_s(self, duration_s: float) -> None:
+        self.waits.append(duration_s)
+        self.now += max(duration_s, 0.0)
+
+
+def test_deadlines_are_absolute_so_work_time_does_not_drift_the_schedule():
+    clock = FakeClock()
+    scheduler = DeadlineScheduler(0.05, clock.now_s, clock.wait_s)
+    due = []
+    for _ in range(200):
+        tick = scheduler.next_tick()
+        assert tick is not None
+        due.append(tick.due_s)
+        clock.now += 0.013  # the tick's work
+    assert due == pytest.approx([100.0 + 0.05 * k for k in range(1, 201)])
+    assert scheduler.overruns == 0
+
+
+def test_overrun_skips_passed_deadlines_instead_of_piling_up():
+    clock = FakeClock()
+    scheduler = DeadlineScheduler(0.05, clock.now_s, clock.wait_s)
+    first = scheduler.next_tick()
+    assert first is not None and first.due_s == pytest.approx(100.05)
+    clock.now += 0.12  # ran past the deadlines at 100.10 and 100.15
+    second = scheduler.next_tick()
+    assert second is not None
+    assert second.due_s == pytest.approx(100.20)
+    assert second.overruns == 2
+    third = scheduler.next_tick()
+    assert third is not None and third.due_s == pytest.approx(100.25) and third.overruns == 0
+    assert scheduler.overruns == 2
+
+
+def test_wait_ended_early_returns_none_and_keeps_the_deadline():
+    clock = FakeClock()
+    woken = []
+
+    def wait_interrupted(duration_s: float) -> None:
+        if not woken:
+            woken.append(duration_s)
+            clock.now += duration_s / 2  # a signal arrived half-way
+        else:
+            clock.wait_s(duration_s)
+
+    scheduler = DeadlineScheduler(0.05, clock.now_s, wait_interrupted)
+    assert scheduler.next_tick() is None
+    tick = scheduler.next_tick()
+    assert tick is not None and tick.due_s == pytest.approx(100.05) and tick.overruns == 0
+
+
+def test_new_period_takes_effect_from_the_next_deadline():
+    clock = FakeClock()
+    scheduler = DeadlineScheduler(0.05, clock.now_s, clock.wait_s)
+    scheduler.next_tick()
+    scheduler.set_period(0.1)
+    dues = [t.due_s for t in (scheduler.next_tick(), scheduler.next_tick()) if t]
+    assert dues == pytest.approx([100.10, 100.20])
+
+
+def test_interval_is_the_time_between_tick_starts():
+    clock = FakeClock()
+    scheduler = DeadlineScheduler(0.05, clock.now_s, clock.wait_s)
+    scheduler.next_tick()
+    clock.now += 0.07
+    tick = scheduler.next_tick()
+    assert tick is not None and tick.interval_s == pytest.approx(0.10)
+
+
+@pytest.mark.parametrize("period_s", [0.0, -1.0, float("nan")])
+def test_period_must_be_positive(period_s):
+    clock = FakeClock()
+    with pytest.raises(ValueError):
+        DeadlineScheduler(period_s, clock.now_s, clock.wait_s)

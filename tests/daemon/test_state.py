@@ -1,0 +1,100 @@
+"""The state file: atomic, 0600, restores every device, stale only when its owner is gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from govd.daemon.state import (
+    SavedState,
+    StateFileError,
+    load_state,
+    owner_alive,
+    restore_from_file,
+    save_state,
+)
+from govd.device.devfreq import DevfreqDevice
+from tests.sysfs_fixtures import adreno_msm, mali_panfrost
+
+
+def dead_pid() -> int:
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    return int(child.stdout)
+
+
+def test_state_file_is_private_and_has_no_leftover_temporary(tmp_path):
+    path = tmp_path / "run/govd/state.json"
+    os.umask(0o022)
+    save_state(path, SavedState([{"backend": "devfreq", "name": "x"}], "/sys"))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in path.parent.iterdir()] == ["state.json"]
+    assert load_state(path) == SavedState([{"backend": "devfreq", "name": "x"}], "/sys",
+                                          os.getpid())
+
+
+def test_rewrite_replaces_the_whole_file(tmp_path):
+    path = tmp_path / "state.json"
+    save_state(path, SavedState([{"name": str(i)} for i in range(50)]))
+    save_state(path, SavedState([{"name": "only"}]))
+    assert json.loads(path.read_text())["devices"] == [{"name": "only"}]
+
+
+def test_missing_file_is_nothing_to_restore(tmp_path):
+    assert load_state(tmp_path / "absent.json") is None
+    assert restore_from_file(tmp_path / "absent.json") == (0, [])
+
+
+@pytest.mark.parametrize("text", ["{", "[]", '{"version": 9, "pid": 1, "devices": []}',
+                                  '{"version": 1, "pid": 1, "devices": [3]}'])
+def test_garbage_is_refused_with_the_file_named(tmp_path, text):
+    path = tmp_path / "state.json"
+    path.write_text(text)
+    with pytest.raises(StateFileError, match=str(path)):
+        load_state(path)
+
+
+def test_restore_from_a_crashed_run_puts_every_device_back_and_removes_the_file(tmp_path):
+    mali_path, mali_kernel = mali_panfrost(tmp_path)
+    adreno_path, adreno_kernel = adreno_msm(tmp_path)
+    devices = [DevfreqDevice(mali_path, tmp_path, mali_kernel),
+               DevfreqDevice(adreno_path, tmp_path, adreno_kernel)]
+    state = SavedState([d.save() for d in devices], str(tmp_path), pid=dead_pid())
+    path = tmp_path / "state.json"
+    save_state(path, state)
+    for device in devices:
+        device.set_level(300)  # then the daemon crashed
+    assert (mali_path / "governor").read_text().strip() == "userspace"
+    assert restore_from_file(path) == (2, [])
+    for device_path in (mali_path, adreno_path):
+        assert (device_path / "governor").read_text().strip() == "simple_ondemand"
+    assert not path.exists()
+
+
+def test_failed_restore_keeps_the_file_for_another_try(tmp_path):
+    path = tmp_path / "state.json"
+    saved = {"backend": "devfreq", "name": "gone", "path": "class/devfreq/gone",
+             "state": {"governor": "simple_ondemand", "min_freq_hz": 1, "max_freq_hz": 2}}
+    save_state(path, SavedState([saved], str(tmp_path), pid=dead_pid()))
+    count, failures = restore_from_file(path)
+    assert count == 1 and len(failures) == 1 and failures[0].startswith("gone:")
+    assert path.exists()
+
+
+def test_file_of_a_running_daemon_is_not_stale(tmp_path):
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "govd"])
+    try:
+        assert owner_alive(SavedState([], pid=live.pid))
+        path = tmp_path / "state.json"
+        save_state(path, SavedState([], pid=live.pid))
+        with pytest.raises(StateFileError, match="is running"):
+            restore_from_file(path)
+    finally:
+        live.kill()
+        live.wait()
+    assert not owner_alive(SavedState([], pid=live.pid))

@@ -149,3 +149,21 @@ def test_any_samples_never_raise_and_outputs_stay_finite(algorithm, forgetting, 
             assert np.all(np.isfinite(model.power_w))
             assert np.all(np.isfinite(model.energy_mj))
             assert math.isfinite(model.sensitivity_ms_per_mhz)
+
+
+def test_absurd_deadline_counts_as_none_and_energy_stays_finite() -> None:
+    """Found by hypothesis: a 1.7e308 ms deadline overflowed the idle-energy term."""
+    model = OnlineModel(UNEVEN_MHZ)
+    model.update(1.0, 200.0, power_w=0.0, busy=0.0)
+    model.update(1.0, 200.0, power_w=0.0, busy=0.0, deadline_ms=1.742243862945232e308)
+    assert np.all(np.isfinite(model.energy_mj))
+    np.testing.assert_allclose(model.energy_mj, model.power_w * model.time_ms)
+
+
+def test_subnormal_frame_time_is_not_a_measurement() -> None:
+    """Found by hypothesis: a 5e-324 ms frame predicted 0 ms at other levels."""
+    model = OnlineModel(UNEVEN_MHZ)
+    model.update(5e-324, 244.0)
+    assert model.stats_dict()["skipped"] == 1
+    model.update(10.0, 244.0)
+    assert np.all(model.time_ms > 0)

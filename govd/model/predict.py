@@ -35,6 +35,9 @@ from govd.model.arrays import FloatArray
 
 ENVELOPE = 4.0
 N_POWER = 4
+MAX_POWER_W = 1e6
+MAX_DEADLINE_MS = 1e6
+"""A deadline beyond this (or not positive) is no deadline: the energy would overflow."""
 
 
 @njit(cache=True)
@@ -113,14 +116,16 @@ def predict_energy(
     e_out: FloatArray,
 ) -> float:
     """Busy power (W) and energy per frame (mJ) at every level; returns the idle power used."""
-    p_idle = idle_power_w if np.isfinite(idle_power_w) else max(c[0], 0.0)
+    p_idle = idle_power_w if np.isfinite(idle_power_w) else c[0]
+    p_idle = min(max(p_idle, 0.0), MAX_POWER_W)
+    has_deadline = np.isfinite(deadline_ms) and 0.0 < deadline_ms <= MAX_DEADLINE_MS
     for k in range(g_levels.shape[0]):
         p = c[0] + c[1] + c[2] * g_levels[k] + c[3] * mem
-        p = min(max(p, 0.0), 1e6)
+        p = min(max(p, 0.0), MAX_POWER_W)
         p_out[k] = p
         t = t_pred[k]
         e = p * t
-        if np.isfinite(deadline_ms) and deadline_ms > t:
+        if has_deadline and deadline_ms > t:
             e += p_idle * (deadline_ms - t)
         e_out[k] = e
     return float(p_idle)
@@ -176,9 +181,10 @@ def predict_energy_ref(
     idle_power_w: float,
 ) -> tuple[FloatArray, FloatArray, float]:
     """NumPy reference of `predict_energy`: (power W, energy mJ, idle power W)."""
-    p_idle = idle_power_w if np.isfinite(idle_power_w) else max(c[0], 0.0)
-    p = np.clip(c[0] + c[1] + c[2] * g_levels + c[3] * mem, 0.0, 1e6)
+    p_idle = idle_power_w if np.isfinite(idle_power_w) else c[0]
+    p_idle = min(max(p_idle, 0.0), MAX_POWER_W)
+    p = np.clip(c[0] + c[1] + c[2] * g_levels + c[3] * mem, 0.0, MAX_POWER_W)
     e = p * t_pred
-    if np.isfinite(deadline_ms):
+    if np.isfinite(deadline_ms) and 0.0 < deadline_ms <= MAX_DEADLINE_MS:
         e = e + np.where(deadline_ms > t_pred, p_idle * (deadline_ms - t_pred), 0.0)
     return p, e, float(p_idle)

@@ -59,6 +59,7 @@ N_SCAL = 6
 UPDATED, SKIPPED_SAMPLE, WAS_RESET, POWER_UPDATED = 1, 2, 4, 8
 
 # A sample beyond these is not a measurement, whatever the source says.
+MIN_FRAME_MS = 1e-6
 MAX_FRAME_MS = 1e6
 MAX_FREQ_MHZ = 1e6
 MAX_COUNTER = 1e12
@@ -67,7 +68,7 @@ MAX_POWER_W = 1e5
 
 @njit(cache=True)
 def _valid_sample(t_ms: float, f_mhz: float, x: FloatArray, scale: FloatArray) -> bool:
-    if not (np.isfinite(t_ms) and 0.0 < t_ms <= MAX_FRAME_MS):
+    if not (np.isfinite(t_ms) and MIN_FRAME_MS <= t_ms <= MAX_FRAME_MS):
         return False
     if not (np.isfinite(f_mhz) and 0.0 < f_mhz <= MAX_FREQ_MHZ):
         return False
@@ -207,7 +208,7 @@ def model_tick_ref(
     with np.errstate(all="ignore"):
         xs = x / scale
     valid = (
-        np.isfinite(t_ms) and 0.0 < t_ms <= MAX_FRAME_MS
+        np.isfinite(t_ms) and MIN_FRAME_MS <= t_ms <= MAX_FRAME_MS
         and np.isfinite(f_mhz) and 0.0 < f_mhz <= MAX_FREQ_MHZ
         and bool(np.all(np.isfinite(xs) & (np.abs(xs) <= MAX_COUNTER)))
     )

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from govd.telemetry import notify
 from govd.telemetry.notify import Notifier, WatchdogPinger, watchdog_interval_s
 
 
@@ -38,11 +37,9 @@ def pending(sock: socket.socket) -> bool:
     return True
 
 
-def test_libsystemd_path_sends_ready_status_watchdog(
+def test_process_environment_path_sends_ready_status_watchdog(
     listener: tuple[socket.socket, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if notify._libsystemd_sender() is None:
-        pytest.skip("systemd-python is not installed: only the plain-socket path can be tested")
     sock, path = listener
     monkeypatch.setenv("NOTIFY_SOCKET", path)
     notifier = Notifier()
@@ -53,17 +50,20 @@ def test_libsystemd_path_sends_ready_status_watchdog(
     assert received(sock) == ["STATUS=card0 at 900 MHz"]
     assert notifier.watchdog()
     assert received(sock) == ["WATCHDOG=1"]
-
-
-def test_plain_socket_path_works_without_systemd_python(
-    listener: tuple[socket.socket, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sock, path = listener
-    monkeypatch.setenv("NOTIFY_SOCKET", path)
-    monkeypatch.setattr(notify, "_libsystemd_sender", lambda: None)
-    notifier = Notifier()
     assert notifier.stopping("restoring clocks")
     assert received(sock) == ["STOPPING=1", "STATUS=restoring clocks"]
+
+
+def test_a_full_notify_socket_drops_the_message_instead_of_blocking(
+    listener: tuple[socket.socket, str],
+) -> None:
+    """Nobody reads the socket: the queue fills and every further send returns False at once
+    (a blocking send here once hung the daemon on SIGTERM)."""
+    _sock, path = listener
+    notifier = Notifier({"NOTIFY_SOCKET": path})
+    results = [notifier.watchdog() for _ in range(5000)]
+    assert results[0] is True
+    assert results[-1] is False
 
 
 def test_abstract_socket_name_is_reached() -> None:

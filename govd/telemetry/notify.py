@@ -12,39 +12,30 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping
-from importlib import import_module
 
 
 def _send_datagram(socket_path: str, message: str) -> bool:
     # sd_notify(3): a name starting with '@' is in the abstract namespace.
     address = "\0" + socket_path[1:] if socket_path.startswith("@") else socket_path
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
-        sock.sendto(message.encode("utf-8"), address)
+        # Never block the control loop: when nobody drains the socket (systemd stuck, a test
+        # harness gone) the notification is dropped (EAGAIN → OSError → False), not awaited.
+        sock.sendto(message.encode("utf-8"), socket.MSG_DONTWAIT, address)
     return True
-
-
-def _libsystemd_sender() -> Callable[[str], bool] | None:
-    try:
-        daemon = import_module("systemd.daemon")
-    except ImportError:
-        return None
-    notify: Callable[[str], bool] = daemon.notify
-    return notify
 
 
 class Notifier:
     """Sends sd_notify messages to `NOTIFY_SOCKET` (path or abstract ``@name``).
 
-    Uses systemd-python's `systemd.daemon.notify` (libsystemd's sd_notify) when it is installed
-    and `environ` is the process environment it reads; otherwise a plain datagram socket.
+    Sends each message as one non-blocking datagram (not libsystemd's sd_notify, which may
+    block the sender when the socket's queue is full: a governor must never wait on it).
     Every method returns True when the message was sent.
     """
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
         self.socket_path: str | None = env.get("NOTIFY_SOCKET") or None
-        libsystemd = _libsystemd_sender() if environ is None else None
-        self._send: Callable[[str], bool] = libsystemd or self._send_plain
+        self._send: Callable[[str], bool] = self._send_plain
 
     @property
     def enabled(self) -> bool:

@@ -124,9 +124,9 @@ class TargetConfig(Section):
 class DcdConfig(Section):
     """DCD-RLS settings (DESIGN.md §2): step range H (a power of two), bits Mb, updates Nu."""
 
-    H: PositiveFloat = 4.0
+    H: PositiveFloat = 16.0
     Mb: Annotated[int, Field(ge=1, le=32)] = 16
-    Nu: Annotated[int, Field(ge=1, le=64)] = 2
+    Nu: Annotated[int, Field(ge=1, le=64)] = 4
 
     @field_validator("H")
     @classmethod
@@ -144,7 +144,17 @@ class ModelConfig(Section):
     mu: PositiveFloat = 1e-14
     a_init: Annotated[float, Field(allow_inf_nan=False)] = 1.0
     counters: list[str] = Field(default_factory=list)
+    counter_scales: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(
+        default_factory=list
+    )
     dcd: DcdConfig = Field(default_factory=DcdConfig)
+
+    @model_validator(mode="after")
+    def _one_scale_per_counter(self) -> ModelConfig:
+        if self.counter_scales and len(self.counter_scales) != len(self.counters):
+            raise ValueError(f"counter_scales needs one scale per counter ({len(self.counters)}),"
+                             f" got {len(self.counter_scales)}")
+        return self
 
 
 class VoltagePoint(Section):

@@ -73,7 +73,8 @@ def model_settings(config: Config, device: Device, levels_mhz: np.ndarray) -> Mo
                                 [p.voltage_v for p in points]).tolist())
     return ModelSettings(
         algorithm=m.algorithm, forgetting=m.forgetting, mu=m.mu, a_init=m.a_init,
-        counters=tuple(m.counters), dcd_h=m.dcd.H, dcd_mb=m.dcd.Mb, dcd_nu=m.dcd.Nu, volts=volts,
+        counters=tuple(m.counters), counter_scales=tuple(m.counter_scales), dcd_h=m.dcd.H,
+        dcd_mb=m.dcd.Mb, dcd_nu=m.dcd.Nu, volts=volts,
     )
 
 

@@ -122,15 +122,14 @@ def select(paths: list[str], seed: int, folds: int) -> tuple[dict[str, Any], Sel
 
 
 def config_snippet(report: dict[str, Any], choice_key: str) -> str:
-    """The YAML ``model.counters`` snippet for the chosen η, scales in a comment (the config
-    has no key for them)."""
+    """The YAML ``model`` snippet for the chosen η: the counters and their scales (each
+    counter's standard deviation, so that the model sees changes of order 1)."""
     choice = report[choice_key]
-    scales = [report["counter_scales"][n] for n in choice["counters"]]
-    model = yaml.safe_dump({"model": {"counters": choice["counters"]}}, default_flow_style=None,
-                           sort_keys=False)
+    scales = [float(f"{report['counter_scales'][n]:.6g}") for n in choice["counters"]]
+    model = yaml.safe_dump({"model": {"counters": choice["counters"], "counter_scales": scales}},
+                           default_flow_style=None, sort_keys=False)
     return (f"# govd select-features ({choice_key.replace('_', ' ')} = {choice['eta']:.4g}, "
             f"{choice['n_features']} features) on {', '.join(report['files'])}\n"
-            f"# counter scales (std of each counter): {', '.join(f'{s:.6g}' for s in scales)}\n"
             f"{model}")
 
 

@@ -7,6 +7,8 @@ import os
 import stat
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -89,6 +91,12 @@ def test_failed_restore_keeps_the_file_for_another_try(tmp_path):
 def test_file_of_a_running_daemon_is_not_stale(tmp_path):
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "govd"])
     try:
+        # between fork and exec the child's cmdline is still the parent's: wait for the exec
+        cmdline = Path(f"/proc/{live.pid}/cmdline")
+        for _ in range(500):
+            if b"time.sleep(30)" in cmdline.read_bytes():
+                break
+            time.sleep(0.01)
         assert owner_alive(SavedState([], pid=live.pid))
         path = tmp_path / "state.json"
         save_state(path, SavedState([], pid=live.pid))

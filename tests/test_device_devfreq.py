@@ -98,6 +98,20 @@ def test_busy_and_energy_from_the_parent_device(tmp_path):
     assert reading.busy == 0.42 and reading.energy_mj == 5000 and math.isnan(reading.power_w)
 
 
+def test_hwmon_renumbered_after_a_reload_is_found_again(tmp_path):
+    """The energy file's location is looked up once; when it vanishes (a driver reload
+    renumbers hwmon) the read fails once, typed, and the next read finds the new one."""
+    path, kernel = adreno_msm(tmp_path, busy_percent=42, energy_uj=5_000_000)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    assert device.read().energy_mj == 5000
+    hwmon0 = next((path / "device").resolve().glob("hwmon/hwmon0"))
+    hwmon0.rename(hwmon0.with_name("hwmon7"))
+    (hwmon0.with_name("hwmon7") / "energy1_input").write_text("6000000\n")
+    with pytest.raises(DeviceGone):
+        device.read()
+    assert device.read().energy_mj == 6000
+
+
 def test_busy_is_nan_where_the_driver_has_none(tmp_path):
     path, kernel = mali_panfrost(tmp_path)
     assert math.isnan(DevfreqDevice(path, tmp_path, kernel).read().busy)

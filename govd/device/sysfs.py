@@ -59,6 +59,9 @@ class SysfsDevice(Device):
         self.io = io or SysfsIO()
         self.name = self.path.name
         self._saved_state: dict[str, Any] | None = None
+        # rel_dir → (file, "energy" | "power") or None: globbing hwmon every tick was most of
+        # a tick's cost; the cache is dropped when a read fails (hwmon renumbered on reload)
+        self._hwmon_files: dict[str, tuple[str, str] | None] = {}
 
     # -- file access, the only place OSError is caught -------------------------------------
     def _read(self, rel: str) -> str:
@@ -116,16 +119,30 @@ class SysfsDevice(Device):
         """(energy_mj, power_w) from the first hwmon under ``rel_dir``: the cumulative
         ``energy1_input`` (µJ) when the driver has one, else ``power1_average`` or
         ``power1_input`` (µW); NaN for what is missing."""
+        if rel_dir not in self._hwmon_files:
+            self._hwmon_files[rel_dir] = self._find_hwmon_file(rel_dir)
+        found = self._hwmon_files[rel_dir]
+        if found is None:
+            return math.nan, math.nan
+        rel, kind = found
+        try:
+            value = self._read_float(rel)
+        except DeviceError:
+            del self._hwmon_files[rel_dir]
+            raise
+        return (value / 1000.0, math.nan) if kind == "energy" else (math.nan, value / 1e6)
+
+    def _find_hwmon_file(self, rel_dir: str) -> tuple[str, str] | None:
         hwmons = sorted((self.path / rel_dir).glob("hwmon/hwmon*"))
         if not hwmons:
-            return math.nan, math.nan
+            return None
         hwmon = hwmons[0].relative_to(self.path)
         if self._has(f"{hwmon}/energy1_input"):
-            return self._read_float(f"{hwmon}/energy1_input") / 1000.0, math.nan
+            return f"{hwmon}/energy1_input", "energy"
         for name in ("power1_average", "power1_input"):
             if self._has(f"{hwmon}/{name}"):
-                return math.nan, self._read_float(f"{hwmon}/{name}") / 1e6
-        return math.nan, math.nan
+                return f"{hwmon}/{name}", "power"
+        return None
 
     # -- saved state -----------------------------------------------------------------------
     @abstractmethod

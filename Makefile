@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.govd-installed
 
-.PHONY: setup test lint bench demo clean
+.PHONY: setup test lint bench demo clean install uninstall
 
 setup: $(STAMP)
 
@@ -58,3 +58,49 @@ demo: setup
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# --- installing the service -------------------------------------------------------------
+# govd lives in its own virtual environment (Debian's system Python refuses pip installs,
+# PEP 668), with /usr/local/bin/govd pointing into it: the path the units run. DESTDIR
+# stages everything under a folder (packaging, tests) and then touches no system state.
+DESTDIR      ?=
+APPDIR       ?= /opt/govd
+BINDIR       ?= /usr/local/bin
+DOCDIR       ?= /usr/local/share/doc/govd
+UNITDIR      ?= /etc/systemd/system
+SYSUSERSDIR  ?= /usr/lib/sysusers.d
+CONFDIR      ?= /etc/govd
+
+install: setup
+	test -x $(DESTDIR)$(APPDIR)/bin/python || $(PYTHON) -m venv $(DESTDIR)$(APPDIR)
+	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q --upgrade pip
+	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q '.[metrics]'
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(UNITDIR) \
+	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(CONFDIR)
+	ln -sfn $(APPDIR)/bin/govd $(DESTDIR)$(BINDIR)/govd
+	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -m 0644 systemd/govd.service systemd/govd.socket $(DESTDIR)$(UNITDIR)/
+	install -m 0644 systemd/govd.sysusers $(DESTDIR)$(SYSUSERSDIR)/govd.conf
+	@# never overwrite a configuration the administrator has edited
+	test -e $(DESTDIR)$(CONFDIR)/govd.yaml || install -m 0644 config/govd.yaml $(DESTDIR)$(CONFDIR)/govd.yaml
+	@if [ -z "$(DESTDIR)" ]; then \
+	  systemd-sysusers govd.conf 2>/dev/null || getent group govd >/dev/null || groupadd --system govd; \
+	  if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; \
+	  echo "installed; start with: systemctl enable --now govd.socket govd.service"; \
+	fi
+
+uninstall:
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+	  systemctl disable --now govd.service govd.socket 2>/dev/null || true; \
+	fi
+	@# the service's ExecStopPost restores the clocks; this covers a govd run by hand
+	-@[ -n "$(DESTDIR)" ] || [ ! -x $(BINDIR)/govd ] || $(BINDIR)/govd restore --config $(CONFDIR)/govd.yaml
+	rm -f $(DESTDIR)$(UNITDIR)/govd.service $(DESTDIR)$(UNITDIR)/govd.socket \
+	  $(DESTDIR)$(SYSUSERSDIR)/govd.conf $(DESTDIR)$(BINDIR)/govd
+	rm -rf $(DESTDIR)$(APPDIR) $(DESTDIR)$(DOCDIR)
+	@# the configuration goes only if it is still the shipped one
+	@if cmp -s config/govd.yaml $(DESTDIR)$(CONFDIR)/govd.yaml; then \
+	  rm -f $(DESTDIR)$(CONFDIR)/govd.yaml; rmdir $(DESTDIR)$(CONFDIR) 2>/dev/null || true; \
+	elif [ -e $(DESTDIR)$(CONFDIR)/govd.yaml ]; then \
+	  echo "kept $(DESTDIR)$(CONFDIR)/govd.yaml (edited)"; fi
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi

@@ -1,0 +1,58 @@
+"""`make install` / `make uninstall`, staged under DESTDIR (no system state is touched)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def make(target: str, destdir: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    return subprocess.run(["make", "-s", target, f"DESTDIR={destdir}"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_install_lays_out_service_and_uninstall_reverses_it(tmp_path: Path) -> None:
+    stage = tmp_path / "stage"
+    conf = stage / "etc/govd/govd.yaml"
+    conf.parent.mkdir(parents=True)
+    conf.write_text("# edited by the administrator\n")
+    done = make("install", stage)
+    assert done.returncode == 0, done.stderr
+    for rel in ("etc/systemd/system/govd.service", "etc/systemd/system/govd.socket",
+                "usr/lib/sysusers.d/govd.conf", "usr/local/share/doc/govd/README.md"):
+        path = stage / rel
+        assert path.is_file(), rel
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, rel
+    assert os.readlink(stage / "usr/local/bin/govd") == "/opt/govd/bin/govd"
+    version = subprocess.run([str(stage / "opt/govd/bin/govd"), "--version"],
+                             capture_output=True, text=True, timeout=120)
+    assert version.stdout.startswith("govd ")
+    assert conf.read_text() == "# edited by the administrator\n"  # never overwritten
+
+    done = make("uninstall", stage)
+    assert done.returncode == 0, done.stderr
+    assert "kept" in done.stdout
+    assert conf.exists()  # an edited configuration stays
+    leftovers = sorted(str(p.relative_to(stage)) for p in stage.rglob("*") if p.is_file())
+    assert leftovers == ["etc/govd/govd.yaml"]
+
+
+def test_uninstall_removes_an_unedited_configuration(tmp_path: Path) -> None:
+    stage = tmp_path / "stage"
+    conf = stage / "etc/govd/govd.yaml"
+    conf.parent.mkdir(parents=True)
+    shutil.copy(REPO / "config/govd.yaml", conf)
+    (stage / "opt/govd").mkdir(parents=True)  # as if installed
+    done = make("uninstall", stage)
+    assert done.returncode == 0, done.stderr
+    assert not conf.exists() and not conf.parent.exists()

@@ -155,3 +155,22 @@ def test_sim_demo_prints_status_lines_and_the_comparison_with_ondemand(tmp_path)
     assert "govd-sim0: energy (60 FPS)" in out
     for label in ("energy used", "FPS", "missed deadlines", "ondemand", "device restored: yes"):
         assert label in out
+
+
+def test_recorded_run_trace_replays_through_the_model(tmp_path):
+    """`govd run --record` writes the DESIGN §5 run trace, and `govd replay` reads it back."""
+    trace = tmp_path / "run.csv"
+    demo = subprocess.run(
+        [sys.executable, "-m", "govd", "run", "--sim", "--speed", "40", "--duration-s", "10",
+         "--record", str(trace)],
+        env=env(), capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    header = trace.read_text().splitlines()[0]
+    assert header.startswith("time_s,frame_time_ms,frame_count,freq_mhz,power_w")
+    replay = subprocess.run([sys.executable, "-m", "govd", "replay", str(trace), "--json"],
+                            env=env(), capture_output=True, text=True, timeout=120)
+    assert replay.returncode == 0, replay.stderr
+    report = json.loads(replay.stdout)
+    assert report["ticks"] > 20 and report["ticks_with_frames"] > 20
+    assert report["fitted"]["mape"] is not None and report["fitted"]["mape"] < 0.25

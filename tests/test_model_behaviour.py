@@ -167,3 +167,40 @@ def test_subnormal_frame_time_is_not_a_measurement() -> None:
     assert model.stats_dict()["skipped"] == 1
     model.update(10.0, 244.0)
     assert np.all(model.time_ms > 0)
+
+
+def _mean_fit_error_on_rendering_test(model: OnlineModel) -> tuple[float, int]:
+    """Mean a-priori APE over the simulator's RenderingTest (counters are cycle counts of
+    ~1e4..1e6), levels wandering so the model keeps learning."""
+    from govd.sim.gpu import simulate
+
+    sweep = simulate("rendering-test", "seed9", 3.0, 1)
+    names = model.settings.counters
+    counters = np.stack([sweep.counters[n] for n in names], axis=-1)
+    rng = np.random.default_rng(0)
+    level, errors = 4, []
+    for u in range(sweep.units):
+        if rng.random() < 0.3:
+            level = int(np.clip(level + rng.integers(-2, 3), 0, 8))
+        t = float(sweep.time_ms[u, level])
+        model.update(t, float(sweep.levels_mhz[level]), counters[u, level])
+        if model.ready and u > 20:
+            errors.append(abs(model.fitted_time_ms - t) / t)
+    return float(np.mean(errors)), model.stats_dict()["resets"]
+
+
+def test_unscaled_large_counters_are_scaled_automatically() -> None:
+    """With no counter_scales, counters get power-of-two scales from the first sample.
+    Unscaled, the seed's P0 = 1e14·I makes the covariance update cancel until P loses its
+    positive diagonal and the model resets (on the CSV copy of this table the mean APE then
+    reached 1985 %; how far it blows up depends on the data, the resets do not)."""
+    settings = ModelSettings(counters=("vs_active", "z_fail"))
+    auto = OnlineModel(UNEVEN_MHZ, settings)
+    error, resets = _mean_fit_error_on_rendering_test(auto)
+    assert resets == 0 and error < 0.15
+    scales = auto.counter_scales
+    assert np.all(np.log2(scales) == np.round(np.log2(scales))) and np.all(scales > 1000)
+    raw = OnlineModel(UNEVEN_MHZ, settings)
+    raw._auto_scale = False  # what the model did before: counters used as they come
+    _, raw_resets = _mean_fit_error_on_rendering_test(raw)
+    assert raw_resets > 0

@@ -25,10 +25,21 @@ class ConfigError(Exception):
         self.errors = errors
 
 
+def _key_text(key: str) -> str:
+    # A key that is empty or holds spaces or control characters (a stray "\r") is quoted, so
+    # every error stays one readable "file:line: path: message" line.
+    if key and key.isprintable() and not any(ch.isspace() for ch in key):
+        return key
+    return repr(key)
+
+
 def _path_text(loc: tuple[str | int, ...]) -> str:
     text = ""
     for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{_key_text(part)}" if text else _key_text(part)
     return text or "(top level)"
 
 

@@ -117,3 +117,18 @@ def test_missing_and_non_utf8_files_are_config_errors(tmp_path: Path) -> None:
     os.chmod(path, 0o644)
     with pytest.raises(ConfigError, match=r"latin1.yaml:2: not UTF-8"):
         load_config(path)
+
+
+def test_a_key_of_control_characters_is_quoted_in_its_one_line_error() -> None:
+    """Found by the fuzz test: a bare carriage-return key broke the one-line error format."""
+    from govd.conf.load import ConfigError, parse_config
+
+    try:
+        parse_config('"\\r": 1\n', "f.yaml")
+    except ConfigError as exc:
+        assert exc.errors == [
+            "f.yaml:1: '\\r': unknown key (allowed: devices, policy, target, apps, period_ms, "
+            "min_dwell_ms, model, power, frames, logging, metrics, state_file)"
+        ]
+    else:
+        raise AssertionError("a carriage-return key was accepted")

@@ -348,15 +348,6 @@ class NvmlDevice(Device):
                     # domains without knowing whether this GPU has a memory lock at all
                     log.debug("%s: no %s clock lock to reset", self.name, domain)
 
-    def reset_all(self) -> None:
-        """Reset both clock locks to the driver default whoever set them; a domain the GPU
-        cannot lock (NOT_SUPPORTED) has nothing to reset. Used after a crash."""
-        for domain in _RESETS:
-            try:
-                self._reset(domain)
-            except NotSupported:
-                log.debug("%s: no %s clock lock to reset on %s", self.name, domain, self.product)
-
     def _reset(self, domain: str) -> None:
         _nvml(f"{self.name}: reset {domain} clock lock", _RESETS[domain], self._handle)
         self._written.discard(domain)
@@ -398,14 +389,11 @@ def restore_saved(saved: Mapping[str, Any]) -> None:
     """Put back a GPU from what `NvmlDevice.save` recorded, in a process that did not write it
     (``govd restore`` after a crash): find the GPU by UUID and reset both clock locks.
     Raises ValueError for a record that is not NVML's, DeviceGone when the GPU is not there."""
-    uuid = saved.get("uuid")
-    if saved.get("backend") != NvmlDevice.backend or not isinstance(uuid, str):
-        raise ValueError(f"not a saved NVML device state: {dict(saved)!r}")
-    device = NvmlDevice.open_uuid(uuid)
+    device = NvmlDevice.from_saved(saved)
     try:
         if saved.get("pci_bus_id") not in (None, device.pci_bus_id):
-            log.warning("%s moved from PCI %s to %s; restoring it by UUID", uuid,
+            log.warning("%s moved from PCI %s to %s; restoring it by UUID", saved["uuid"],
                         saved.get("pci_bus_id"), device.pci_bus_id)
-        device.reset_all()
+        device.restore()
     finally:
         device.close()

@@ -66,7 +66,7 @@ def evaluate(
             # counters of very different magnitudes need scales (their standard deviation):
             # with P0 = I/μ = 1e14·I, changes of ~1e4 make the covariance update cancel
             names = list(counters)
-            scales = [float(np.nanstd(sweep.counters[n])) or 1.0 for n in names]
+            scales = [counter_scale(sweep.counters[n]) for n in names]
         table_settings = replace(settings, counters=tuple(names), counter_scales=tuple(scales))
         best = oracle_levels(sweep, target, idle_w)
         for name in policies:

@@ -10,6 +10,7 @@ busy power of the row with the idle power; throughput work is busy all the time.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,12 +18,10 @@ import numpy as np
 
 from govd.formats.sweep import SweepTable
 from govd.governor import Governor, Sample
-from govd.model.arrays import FloatArray
+from govd.model.arrays import FloatArray, IntArray
 from govd.model.settings import ModelSettings
 from govd.policy.base import Policy
 from govd.target import Target
-
-IntArray = np.ndarray
 
 KENDALL_STRIDE = 16
 """Rank fidelity is measured on every 16th unit: an L×L comparison per unit is the slowest
@@ -80,8 +79,6 @@ def replay(
     progress: Callable[[int], None] | None = None,
 ) -> Replay:
     """Run ``policy`` (through a fresh Governor) over every unit of ``sweep``."""
-    import time
-
     settings = settings or ModelSettings()
     gov = Governor(sweep.levels_mhz, policy, target, settings)
     n_units, n_levels = sweep.time_ms.shape

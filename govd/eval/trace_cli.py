@@ -12,6 +12,7 @@ import numpy as np
 from govd.cli import UsageError
 from govd.formats.trace import RunTrace
 from govd.model.online import OnlineModel
+from govd.model.selection import counter_scale
 from govd.model.settings import ModelSettings
 
 
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                   if args.levels else np.unique(trace.freq_mhz))
         if levels.size < 2:
             levels = np.array([levels[0] * 0.5, levels[0]])
-        scales = tuple(float(np.nanstd(trace.counters[c])) or 1.0 for c in names if c)
+        scales = tuple(counter_scale(trace.counters[c]) for c in names if c)
         settings = ModelSettings(algorithm=args.algo, forgetting=args.forgetting, mu=args.mu,
                                  counters=tuple(c for c in names if c), counter_scales=scales)
         report = accuracy(trace, levels, settings)

@@ -27,7 +27,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     goal.add_argument("--target-fps", type=float, metavar="F", help="frame deadline 1000/F ms")
     goal.add_argument("--max-slowdown", type=float, metavar="S",
                       help="allowed slowdown against the fastest level, e.g. 0.10")
-    p.add_argument("--algo", choices=("rls", "dcd"), default="rls", help="model learner")
+    p.add_argument("--algo", choices=("rls", "dcd", "arnlms"), default="rls",
+                   help="model learner: rls, dcd (DCD-RLS) or arnlms (the seed's baseline: "
+                        "10th-order autoregressive frame time learned by NLMS, no frequency "
+                        "model: one prediction for every level)")
     p.add_argument("--idle-power-w", type=float, metavar="W",
                    help="idle power for scoring (default: the table's idle_power_w, else 0)")
     p.add_argument("--counters", metavar="A,B",
@@ -45,7 +48,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _settings(args: argparse.Namespace) -> ModelSettings:
-    kwargs: dict[str, Any] = {"algorithm": args.algo}
+    # arnlms keeps an RLS power model beside its own frame-time predictor
+    kwargs: dict[str, Any] = {"algorithm": "rls" if args.algo == "arnlms" else args.algo}
     if args.forgetting is not None:
         kwargs["forgetting"] = args.forgetting
     if args.mu is not None:
@@ -103,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     progress = _Progress()
     try:
         results = evaluate(sweeps, policies, target, settings, args.idle_power_w, counters,
-                           {"energy": energy_params}, progress)
+                           {"energy": energy_params}, progress, args.algo)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     finally:

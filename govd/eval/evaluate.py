@@ -47,12 +47,13 @@ def evaluate(
     counters: Sequence[str] | None = None,
     policy_params: dict[str, dict[str, Any]] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    algo: str | None = None,
 ) -> list[tuple[str, SweepTable, Replay, Score]]:
     """Replay each policy over each table and score it.
 
     ``counters``: the model's counters; None selects the table's frequency-independent ones.
     ``policy_params``: constructor parameters per policy name. Returns (policy, sweep, replay,
-    score) in order."""
+    score) in order. ``algo``: see `replay` (``arnlms`` swaps in the AR-NLMS baseline)."""
     settings = settings or ModelSettings()
     results = []
     for sweep in sweeps:
@@ -79,7 +80,7 @@ def evaluate(
             if progress is not None:
                 def report(u: int, name: str = name, n: int = sweep.units) -> None:
                     progress(name, u, n)
-            run = replay(sweep, policy, target, table_settings, idle_w, report)
+            run = replay(sweep, policy, target, table_settings, idle_w, report, algo)
             uses_model = bool(policy_class(name).uses_model)
             results.append((name, sweep, run, score(sweep, run, best, target, idle_w,
                                                     uses_model)))

@@ -18,6 +18,7 @@ import numpy as np
 
 from govd.formats.sweep import SweepTable
 from govd.governor import Governor, Sample
+from govd.model.arnlms import ArNlmsModel
 from govd.model.arrays import FloatArray, IntArray
 from govd.model.settings import ModelSettings
 from govd.policy.base import Policy
@@ -77,10 +78,18 @@ def replay(
     settings: ModelSettings | None = None,
     idle_power_w: float = 0.0,
     progress: Callable[[int], None] | None = None,
+    algo: str | None = None,
 ) -> Replay:
-    """Run ``policy`` (through a fresh Governor) over every unit of ``sweep``."""
+    """Run ``policy`` (through a fresh Governor) over every unit of ``sweep``.
+
+    ``algo``: ``arnlms`` puts the AR-NLMS frame-time predictor (`govd.model.arnlms`) in the
+    governor's model; None or ``rls``/``dcd`` keeps ``settings.algorithm``."""
     settings = settings or ModelSettings()
     gov = Governor(sweep.levels_mhz, policy, target, settings)
+    if algo == "arnlms":
+        # the governor only calls the model's update/predictions, so the AR baseline plugs in
+        # without a second governor
+        gov.model = ArNlmsModel(gov.model)  # type: ignore[assignment]
     n_units, n_levels = sweep.time_ms.shape
     busy, interval_s, power_w = tick_inputs(sweep, target, idle_power_w)
     names = settings.counters

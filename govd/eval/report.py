@@ -45,7 +45,7 @@ def table(records: list[dict[str, Any]]) -> str:
     fps = any(r.get("mean_fps") is not None for r in records)
     head = (f"{'sweep':<24} {'policy':<12} {'energy J':>10} {'x oracle':>8} {'viol %':>7} "
             f"{'oracle %':>8} {'FPS' if fps else 'slowdown':>8} {'switch':>7} {'MAPE %':>7} "
-            f"{'medAPE %':>8} {'sens %':>7} {'tau':>6}")
+            f"{'medAPE %':>8} {'sens %':>7} {'tau':>6} {'conv s':>7}")
     lines = [head, "-" * len(head)]
     for r in records:
         perf = r["mean_fps"] if fps else r["mean_slowdown"]
@@ -56,6 +56,7 @@ def table(records: list[dict[str, Any]]) -> str:
             f"{100 * r['oracle_violation_rate']:>8.2f} {_cell(perf, '.3f'):>8} "
             f"{r['switches']:>7} {_cell(pct(r['time_mape']), '.2f'):>7} "
             f"{_cell(pct(r['time_median_ape']), '.2f'):>8} "
-            f"{_cell(pct(r['sensitivity_mape']), '.2f'):>7} {_cell(r['kendall_tau'], '.3f'):>6}"
+            f"{_cell(pct(r['sensitivity_mape']), '.2f'):>7} {_cell(r['kendall_tau'], '.3f'):>6} "
+            f"{_cell(r.get('convergence_median_s'), '.3f'):>7}"
         )
     return "\n".join(lines)

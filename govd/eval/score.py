@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from govd.eval.replay import Replay
+from govd.eval.convergence import convergence, phase_changes
+from govd.eval.replay import Replay, tick_inputs
 from govd.formats.sweep import SweepTable
 from govd.model.arrays import FloatArray
 from govd.target import Target
@@ -71,6 +72,14 @@ def true_sensitivity(
     return np.where(level == 0, up, np.where(level == n - 1, down, central))
 
 
+def apriori_ape(sweep: SweepTable, run: Replay) -> FloatArray:
+    """Absolute percentage error of the model's a-priori estimate of each unit's time at the
+    level it ran (seed 000's measure, `Replay.fitted_time_ms`), shape [U], NaN where none."""
+    time_ms = sweep.time_ms[np.arange(sweep.units), run.levels]
+    ape: FloatArray = np.abs(run.fitted_time_ms - time_ms) / time_ms
+    return ape
+
+
 def kendall_tau_b(a: FloatArray, b: FloatArray) -> FloatArray:
     """Kendall τ-b between the rows of ``a`` and ``b`` (shape [S, L]); NaN where undefined."""
     i, j = np.triu_indices(a.shape[1], k=1)
@@ -105,6 +114,10 @@ class Score:
     sensitivity_nrmse: float | None = None
     sensitivity_mape_raw: float | None = None
     kendall_tau: float | None = None
+    phase_changes: int | None = None
+    convergence_median_s: float | None = None
+    convergence_mean_s: float | None = None
+    converged_share: float | None = None
 
     @property
     def energy_ratio(self) -> float:
@@ -142,13 +155,20 @@ def score(
         result.mean_slowdown = float(np.mean(time_ms / sweep.time_ms.min(axis=1)) - 1.0)
     if not model_metrics:
         return result
-    have = np.isfinite(run.fitted_time_ms)
+    all_ape = apriori_ape(sweep, run)
+    have = np.isfinite(all_ape)
     if have.any():
-        ape = np.abs(run.fitted_time_ms[have] - time_ms[have]) / time_ms[have]
+        ape = all_ape[have]
         result.time_mape = float(ape.mean())
         result.time_median_ape = float(np.median(ape))
         result.time_within_10 = float(np.mean(ape <= 0.10))
         result.time_within_20 = float(np.mean(ape <= 0.20))
+    tick_s = tick_inputs(sweep, target, idle_power_w)[1][units, chosen]
+    settled = convergence(all_ape, phase_changes(sweep), tick_s)
+    result.phase_changes = settled.changes
+    result.convergence_median_s = settled.median_s
+    result.convergence_mean_s = settled.mean_s
+    result.converged_share = settled.converged_share
     have = np.isfinite(run.predicted_time_ms)
     if have.any():
         ape = np.abs(run.predicted_time_ms[have] - time_ms[have]) / time_ms[have]

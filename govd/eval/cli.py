@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from govd.cli import UsageError
+from govd.eval import experiments_cli
 from govd.model.settings import ModelSettings
 from govd.target import Target
 
@@ -44,6 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="energy policy: margin >= this times the recent RMS prediction error")
     p.add_argument("--json", action="store_true", help="print JSON records instead of a table")
     p.add_argument("--plot", metavar="DIR", help="write PNG plots (matplotlib) into DIR")
+    experiments_cli.add_options(p)
     p.set_defaults(func=run)
 
 
@@ -104,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         sweeps = [read_sweep(path) for path in args.sweep]
     except (OSError, SweepFormatError) as exc:
         raise UsageError(str(exc)) from None
+    if experiments_cli.wanted(args):
+        return experiments_cli.run_experiments(args, sweeps, target, settings)
     progress = _Progress()
     try:
         results = evaluate(sweeps, policies, target, settings, args.idle_power_w, counters,

@@ -78,7 +78,14 @@ def sweep_regression(sweep: SweepTable, names: Sequence[str], scales: Sequence[f
                      seed: int) -> RegressionData:
     """Samples from a sweep table along a `walk_levels` path (U−1 samples); counters divided
     by `scales`."""
-    level = walk_levels(sweep.units, sweep.levels_mhz.size, seed)
+    return path_regression(sweep, walk_levels(sweep.units, sweep.levels_mhz.size, seed), names,
+                           scales)
+
+
+def path_regression(sweep: SweepTable, level: IntArray, names: Sequence[str],
+                    scales: Sequence[float]) -> RegressionData:
+    """Samples from a sweep table along a given level path (a level index per unit, e.g. the
+    levels a governor chose); counters divided by `scales`."""
     rows = np.arange(sweep.units)
     x = np.stack([sweep.counters[n][rows, level] / s for n, s in zip(names, scales, strict=True)],
                  axis=1) if names else np.zeros((sweep.units, 0))

@@ -59,6 +59,8 @@ def convergence_times(ape: FloatArray, changes: IntArray, tick_s: FloatArray,
     """(changes counted, convergence time in s of each converged one) for the a-priori errors
     ``ape`` per unit (NaN = no prediction, never within) and tick lengths ``tick_s`` (s)."""
     n = ape.size
+    if changes.size == 0:
+        return 0, np.zeros(0)
     ok = np.nan_to_num(ape, nan=np.inf) <= within
     # run[u]: how many consecutive units from u on are within the bound
     run = np.zeros(n + 1, dtype=np.int64)

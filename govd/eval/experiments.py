@@ -97,7 +97,7 @@ def param_sweep(sweeps: Sequence[SweepTable], name: str, values: FloatArray, tar
         s.path or f"sweep{i}": {"mape": [], "std": []} for i, s in enumerate(sweeps)}
     overall: dict[str, list[float | None]] = {"mape": [], "std": []}
     for value in values:
-        swept = replace(settings, **{name: float(value)})
+        swept = replace(settings, **{name: float(value)})  # type: ignore[arg-type]
         runs = driven_errors(sweeps, target, swept, algo, driver, idle_power_w)
         for (ape, _), key in zip(runs, per_table, strict=True):
             mape, std = _summary(ape)

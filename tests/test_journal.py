@@ -1,47 +1,19 @@
-"""govd's structured fields read back from a real systemd-journald.
-
-journald runs in a private mount namespace (`unshare -m`) with tmpfs over /run/systemd and
-/run/log, so it neither sees nor touches the host's journal; a drop-in in
-/run/systemd/journald.conf.d (inside that tmpfs) makes its storage volatile, so nothing is
-flushed to the host's /var/log/journal either. Needs root, unshare, journald and journalctl.
-"""
+"""govd's structured fields read back from a real systemd-journald (see tests/private_journal.py),
+logged by a snippet that calls the logging helpers directly. The real daemon's journal is in
+tests/test_journal_daemon.py."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.private_journal import journal_of
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-JOURNALD_CANDIDATES = ("/lib/systemd/systemd-journald", "/usr/lib/systemd/systemd-journald")
-
-JOURNALD_CONF = "[Journal]\nStorage=volatile\nReadKMsg=no\nForwardToSyslog=no\nForwardToWall=no\n"
-
-# Runs inside the namespace: start journald, run the Python snippet, read the journal back.
-NAMESPACE_SCRIPT = r"""
-set -eu
-mount -t tmpfs tmpfs /run/systemd
-mount -t tmpfs tmpfs /run/log
-mkdir -p /run/systemd/journald.conf.d
-printf '%s' "$JOURNALD_CONF" > /run/systemd/journald.conf.d/govd-test.conf
-"$JOURNALD" &
-journald_pid=$!
-trap 'kill $journald_pid; wait $journald_pid || true' EXIT
-i=0
-until [ -S /run/systemd/journal/socket ]; do
-  i=$((i + 1)); [ $i -le 100 ] || { echo "journald did not start" >&2; exit 1; }
-  sleep 0.05
-done
-"$PYTHON" -c "$SNIPPET"
-journalctl --sync
-journalctl --directory=/run/log/journal/"$(ls /run/log/journal)" -t govd -o json --no-pager
-"""
 
 SNIPPET = textwrap.dedent(
     """
@@ -64,45 +36,10 @@ SNIPPET = textwrap.dedent(
 )
 
 
-def journald_path() -> str | None:
-    return next((p for p in JOURNALD_CANDIDATES if os.access(p, os.X_OK)), None)
-
-
 @pytest.fixture(scope="module")
 def journal_entries() -> list[dict[str, str]]:
-    journald = journald_path()
-    missing = [
-        name
-        for name, found in [
-            ("systemd-journald", journald),
-            ("journalctl", shutil.which("journalctl")),
-            ("unshare", shutil.which("unshare")),
-        ]
-        if not found
-    ]
-    if missing:
-        pytest.skip(f"needs {', '.join(missing)} to run a private journald")
-    if os.geteuid() != 0:
-        pytest.skip("needs root to mount tmpfs in a private mount namespace")
-    pytest.importorskip("systemd.journal", reason="systemd-python is not installed")
-    env = {
-        **os.environ,
-        "JOURNALD": str(journald),
-        "JOURNALD_CONF": JOURNALD_CONF,
-        "PYTHON": sys.executable,
-        "SNIPPET": SNIPPET,
-        "PYTHONPATH": str(REPO_ROOT),
-    }
-    result = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", NAMESPACE_SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return journal_of([sys.executable, "-c", SNIPPET], env)
 
 
 def test_info_summary_carries_govd_fields(journal_entries: list[dict[str, str]]) -> None:

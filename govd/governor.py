@@ -16,13 +16,19 @@ import numpy as np
 from govd.model.arrays import FloatArray
 from govd.model.online import OnlineModel
 from govd.model.settings import ModelSettings
+from govd.model.stress import StressDetector, StressSettings
+from govd.model.tick import STRESS_RESET
 from govd.policy.base import Outlook, Policy
+from govd.policy.ondemand import Ondemand
 from govd.target import Target
 
 _NO_COUNTERS = np.zeros(0)
 
 ERROR_WEIGHT = 0.05
 """Weight of the newest squared prediction error in the running RMS (about 20 ticks, 1 s)."""
+
+FALLBACK_GRACE_S = 5.0
+"""How long the fallback policy decides after model stress (about 100 ticks). Units: s."""
 
 
 @dataclass(slots=True)
@@ -59,6 +65,9 @@ class Decision:
     """Everything the policy saw, predictions included (views valid until the next step)."""
     model_flags: int
     """`govd.model.tick` flags of this step's update (updated, skipped, reset...)."""
+    fallback: str | None = None
+    """Why the fallback policy chose this level (a `govd.model.stress` condition), None while
+    the main policy decides."""
 
 
 class Governor:
@@ -72,11 +81,26 @@ class Governor:
         model_settings: ModelSettings | None = None,
         bounds_mhz: tuple[float, float] | None = None,
         idle_power_w: float = math.nan,
+        fallback: Policy | None = None,
+        fallback_grace_s: float = FALLBACK_GRACE_S,
+        stress_settings: StressSettings | None = None,
     ) -> None:
         """``levels_mhz``: the device's levels, ascending; ``bounds_mhz``: (min, max) allowed,
-        None for all; ``idle_power_w``: known idle power (W) or NaN to learn it."""
+        None for all; ``idle_power_w``: known idle power (W) or NaN to learn it; ``fallback``:
+        the policy that decides for ``fallback_grace_s`` (s) after model stress (ondemand when
+        None)."""
+        if not (math.isfinite(fallback_grace_s) and fallback_grace_s >= 0):
+            raise ValueError(f"fallback_grace_s must be >= 0 s, got {fallback_grace_s}")
         self.model = OnlineModel(levels_mhz, model_settings, idle_power_w)
         self.policy = policy
+        self.fallback = fallback if fallback is not None else Ondemand()
+        self.fallback_grace_s = fallback_grace_s
+        self.stress = StressDetector(self.model, stress_settings)
+        self.fallback_reason: str | None = None
+        """The stress condition whose grace period is running, None when none is."""
+        self._grace_left_s = 0.0
+        self.stress_episodes = 0
+        """Times the model was reset for stress."""
         self.target = target
         self.levels_mhz = self.model.levels_mhz
         self._levels = [float(f) for f in self.levels_mhz]
@@ -119,6 +143,14 @@ class Governor:
             sample.frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
             sample.mem_activity, deadline_ms,
         )
+        condition = self.stress.observe(flags, sample.frame_time_ms, sample.counters)
+        if condition is not None:
+            self._start_fallback(condition)
+            flags |= STRESS_RESET
+        elif self.fallback_reason is not None:
+            self._grace_left_s -= sample.interval_s if sample.interval_s > 0 else 0.0
+            if self._grace_left_s <= 0:
+                self._end_fallback()
         model = self.model
         current = self.nearest_level(sample.freq_mhz)
         self._track_error(current, sample.frame_time_ms)
@@ -138,11 +170,33 @@ class Governor:
             target=self.target,
             tick=self.ticks,
         )
-        level = min(max(int(self.policy.decide(view)), self.lo), self.hi)
+        deciding = self.policy if self.fallback_reason is None else self.fallback
+        level = min(max(int(deciding.decide(view)), self.lo), self.hi)
         self.ticks += 1
         self._expected_level = level
         self._expected_ms = float(model.time_ms[level]) if model.ready else math.nan
-        return Decision(level, self._levels[level], view, flags)
+        return Decision(level, self._levels[level], view, flags, self.fallback_reason)
+
+    def _start_fallback(self, condition: str) -> None:
+        """Reset the model and hand decisions to the fallback policy for the grace period (a
+        condition found during the grace restarts it)."""
+        if self.fallback_reason is None:
+            self.fallback.reset()
+        self.stress_episodes += 1
+        self.fallback_reason = condition
+        self._grace_left_s = self.fallback_grace_s
+        self.model.reset()
+        self.stress.reset()
+        self._expected_level = -1
+        self._expected_ms = math.nan
+        self._error_sq = math.nan
+
+    def _end_fallback(self) -> None:
+        """Give decisions back to the main policy, which starts afresh (its history predates
+        the stress)."""
+        self.fallback_reason = None
+        self._grace_left_s = 0.0
+        self.policy.reset()
 
     def _track_error(self, level: int, frame_time_ms: float) -> None:
         """Fold the error of last tick's prediction for the level that then ran into the RMS."""
@@ -160,6 +214,9 @@ class Governor:
         """Forget the model and the policy's history (new workload, device taken back)."""
         self.model.reset()
         self.policy.reset()
+        self.stress.reset()
+        self.fallback_reason = None
+        self._grace_left_s = 0.0
         self.ticks = 0
         self._expected_level = -1
         self._expected_ms = math.nan

@@ -33,8 +33,12 @@ class PolicyConfig(Section):
     name: str = "energy"
     params: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the policy's constructor; absent ones take the policy's defaults."""
+    fallback: str = "ondemand"
+    """The policy (default parameters) that decides while the model relearns after stress."""
+    fallback_grace_s: NonNegativeFloat = 5.0
+    """How long the fallback decides after model stress. Units: s."""
 
-    @field_validator("name")
+    @field_validator("name", "fallback")
     @classmethod
     def _known_policy(cls, name: str) -> str:
         from govd.policy.registry import available

@@ -136,12 +136,19 @@ class DeviceRunner:
             )
         )
         self._predicted_ms = float(decision.outlook.time_ms[decision.level])
+        if decision.fallback is not None:
+            self.limiter.warn((self.name, "model"), now_s, f"{self.name}: model reset "
+                              f"({decision.fallback}); the fallback policy decides while it "
+                              "relearns", condition=decision.fallback)
+        else:
+            self.limiter.clear((self.name, "model"), now_s)
         switched = self._apply(now_s, decision.freq_mhz)
         self.counts["ticks"] += 1
         if self.recorder is not None:
             self.recorder.row(now_s - self._started_s, frame_time_ms, len(times_ms),
                               reading.freq_mhz, power_w, counters)
         self._remember(now_s, reading, times_ms, power_w, actual_vs_predicted)
+        self._last["fallback"] = decision.fallback
         record = TickRecord(
             device=self.name, level_mhz=reading.freq_mhz, frame_times_ms=times_ms,
             pred_ms=_finite_or_none(self._predicted_ms),

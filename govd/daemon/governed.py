@@ -94,6 +94,8 @@ def build_governor(config: Config, device: Device) -> tuple[Governor, RunnerSett
         governor = Governor(
             levels_mhz, policy, target, model_settings(config, device, levels_mhz),
             bounds_mhz=(low_mhz, high_mhz), idle_power_w=math.nan if idle_w is None else idle_w,
+            fallback=make_policy(policy_config.fallback),
+            fallback_grace_s=policy_config.fallback_grace_s,
         )
     except (ValueError, TypeError, LookupError, OSError) as exc:
         raise SetupError(f"{device.name}: cannot set up policy {policy_config.name!r}: {exc}") \

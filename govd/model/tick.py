@@ -57,6 +57,8 @@ N_SCAL = 6
 
 # returned flags
 UPDATED, SKIPPED_SAMPLE, WAS_RESET, POWER_UPDATED = 1, 2, 4, 8
+STRESS_RESET = 16
+"""Set by `govd.governor.Governor` (not the kernel): the model was reset for stress."""
 
 # A sample beyond these is not a measurement, whatever the source says.
 MIN_FRAME_MS = 1e-6

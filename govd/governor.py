@@ -16,6 +16,7 @@ import numpy as np
 from govd.model.arrays import FloatArray
 from govd.model.online import OnlineModel
 from govd.model.settings import ModelSettings
+from govd.model.two_domain import TwoDomainModel, nearest_pair
 from govd.policy.base import Outlook, Policy
 from govd.target import Target
 
@@ -45,6 +46,8 @@ class Sample:
     """Memory activity 0..1, NaN when unknown."""
     counters: FloatArray = field(default_factory=lambda: _NO_COUNTERS)
     """The model's counters, in `ModelSettings.counters` order."""
+    mem_freq_mhz: float = math.nan
+    """Memory clock that actually ran, with two clock domains (NaN otherwise). Units: MHz."""
 
 
 @dataclass(slots=True)
@@ -59,6 +62,8 @@ class Decision:
     """Everything the policy saw, predictions included (views valid until the next step)."""
     model_flags: int
     """`govd.model.tick` flags of this step's update (updated, skipped, reset...)."""
+    mem_freq_mhz: float | None = None
+    """The chosen level's memory clock with two clock domains, else None. Units: MHz."""
 
 
 class Governor:
@@ -72,10 +77,19 @@ class Governor:
         model_settings: ModelSettings | None = None,
         bounds_mhz: tuple[float, float] | None = None,
         idle_power_w: float = math.nan,
+        mem_levels_mhz: Sequence[float] | FloatArray | None = None,
     ) -> None:
-        """``levels_mhz``: the device's levels, ascending; ``bounds_mhz``: (min, max) allowed,
-        None for all; ``idle_power_w``: known idle power (W) or NaN to learn it."""
-        self.model = OnlineModel(levels_mhz, model_settings, idle_power_w)
+        """``levels_mhz``: the device's levels, ascending; ``bounds_mhz``: (min, max) core
+        clock allowed, None for all; ``idle_power_w``: known idle power (W) or NaN to learn it;
+        ``mem_levels_mhz``: with two clock domains, the memory clock of each level (levels are
+        then (core, memory) pairs sorted by core then memory clock), else None."""
+        self.model: OnlineModel
+        self.mem_levels_mhz: FloatArray | None = None
+        if mem_levels_mhz is None:
+            self.model = OnlineModel(levels_mhz, model_settings, idle_power_w)
+        else:
+            self.model = TwoDomainModel(levels_mhz, mem_levels_mhz, model_settings, idle_power_w)
+            self.mem_levels_mhz = self.model.mem_levels_mhz
         self.policy = policy
         self.target = target
         self.levels_mhz = self.model.levels_mhz
@@ -97,8 +111,13 @@ class Governor:
             raise ValueError(f"no level within [{min_mhz}, {max_mhz}] MHz")
         self.lo, self.hi = inside[0], inside[-1]
 
-    def nearest_level(self, freq_mhz: float) -> int:
-        """Index of the level nearest to ``freq_mhz`` (the hardware may run between levels)."""
+    def nearest_level(self, freq_mhz: float, mem_freq_mhz: float = math.nan) -> int:
+        """Index of the level nearest to ``freq_mhz`` (the hardware may run between levels);
+        with two clock domains, the nearest core clock among the pairs at the memory clock
+        nearest to ``mem_freq_mhz`` (the highest memory clock when it is unknown)."""
+        if self.mem_levels_mhz is not None:
+            return nearest_pair(self.levels_mhz, self.mem_levels_mhz, freq_mhz, mem_freq_mhz,
+                                self.hi)
         levels = self._levels
         if not math.isfinite(freq_mhz):
             return self.hi
@@ -115,12 +134,18 @@ class Governor:
         if not math.isfinite(busy) and sample.frame_count > 0 and sample.interval_s > 0:
             busy = min(1.0, sample.frame_count * sample.frame_time_ms / (sample.interval_s * 1e3))
         deadline_ms = self.target.deadline_ms
-        flags = self.model.update(
-            sample.frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
-            sample.mem_activity, deadline_ms,
-        )
+        if isinstance(self.model, TwoDomainModel):
+            flags = self.model.update(
+                sample.frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
+                sample.mem_activity, deadline_ms, sample.mem_freq_mhz,
+            )
+        else:
+            flags = self.model.update(
+                sample.frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
+                sample.mem_activity, deadline_ms,
+            )
         model = self.model
-        current = self.nearest_level(sample.freq_mhz)
+        current = self.nearest_level(sample.freq_mhz, sample.mem_freq_mhz)
         self._track_error(current, sample.frame_time_ms)
         view = Outlook(
             levels_mhz=self.levels_mhz,
@@ -137,12 +162,14 @@ class Governor:
             interval_s=sample.interval_s,
             target=self.target,
             tick=self.ticks,
+            mem_levels_mhz=self.mem_levels_mhz,
         )
         level = min(max(int(self.policy.decide(view)), self.lo), self.hi)
         self.ticks += 1
         self._expected_level = level
         self._expected_ms = float(model.time_ms[level]) if model.ready else math.nan
-        return Decision(level, self._levels[level], view, flags)
+        mem_mhz = None if self.mem_levels_mhz is None else float(self.mem_levels_mhz[level])
+        return Decision(level, self._levels[level], view, flags, mem_mhz)
 
     def _track_error(self, level: int, frame_time_ms: float) -> None:
         """Fold the error of last tick's prediction for the level that then ran into the RMS."""

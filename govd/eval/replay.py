@@ -48,6 +48,9 @@ class Replay:
     """Units whose predicted energy at every level was kept (every KENDALL_STRIDE-th)."""
     predicted_energy_mj: FloatArray
     """Predicted energy at every level for ``energy_units``, shape [len(energy_units), L]."""
+    predicted_times_ms: FloatArray
+    """Frame time predicted at every level for the unit after each of ``energy_units``,
+    shape [len(energy_units), L] (NaN while the model was not ready). Units: ms."""
     model_stats: dict[str, int]
     """The model's counters at the end (updates, skipped samples, resets...)."""
     wall_s: float = math.nan
@@ -80,7 +83,8 @@ def replay(
 ) -> Replay:
     """Run ``policy`` (through a fresh Governor) over every unit of ``sweep``."""
     settings = settings or ModelSettings()
-    gov = Governor(sweep.levels_mhz, policy, target, settings)
+    gov = Governor(sweep.levels_mhz, policy, target, settings,
+                   mem_levels_mhz=sweep.mem_levels_mhz)
     n_units, n_levels = sweep.time_ms.shape
     busy, interval_s, power_w = tick_inputs(sweep, target, idle_power_w)
     names = settings.counters
@@ -89,12 +93,15 @@ def replay(
     else:
         counters = np.zeros((n_units, n_levels, 0))
     time_ms, levels_mhz = sweep.time_ms, [float(f) for f in sweep.levels_mhz]
+    mems_mhz = [math.nan] * n_levels if sweep.mem_levels_mhz is None else [
+        float(f) for f in sweep.mem_levels_mhz]
     chosen = np.empty(n_units, dtype=np.intp)
     predicted = np.full(n_units, math.nan)
     fitted = np.full(n_units, math.nan)
     sens = np.full(n_units, math.nan)
     energy_units = np.arange(0, max(n_units - 1, 0), KENDALL_STRIDE)
     energy = np.full((energy_units.size, n_levels), math.nan)
+    times = np.full((energy_units.size, n_levels), math.nan)
     level = n_levels - 1
     started = time.perf_counter()
     for u in range(n_units):
@@ -108,6 +115,7 @@ def replay(
                 busy=float(busy[u, level]),
                 power_w=float(power_w[u, level]),
                 counters=counters[u, level],
+                mem_freq_mhz=mems_mhz[level],
             )
         )
         view = decision.outlook
@@ -119,8 +127,10 @@ def replay(
             predicted[u + 1] = view.time_ms[level]
         if u % KENDALL_STRIDE == 0 and u // KENDALL_STRIDE < energy_units.size:
             energy[u // KENDALL_STRIDE] = view.energy_mj
+            if view.model_ready:
+                times[u // KENDALL_STRIDE] = view.time_ms
         if progress is not None and u % 4096 == 0:
             progress(u)
     wall_s = time.perf_counter() - started
-    return Replay(chosen, predicted, fitted, sens, energy_units, energy, gov.model.stats_dict(),
-                  wall_s)
+    return Replay(chosen, predicted, fitted, sens, energy_units, energy, times,
+                  gov.model.stats_dict(), wall_s)

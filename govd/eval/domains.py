@@ -72,7 +72,9 @@ def _target_summary(sweep: SweepTable, core_only: SweepTable, target: Target, id
     both = score(sweep, both_run, best, target, idle_w, model_metrics=True)
     core_run = replay(core_only, EnergyPolicy(), target, settings, idle_w)
     # the core-only run's levels, as indices into the pair table, to score against all pairs
-    keep = np.flatnonzero(sweep.mem_levels_mhz == np.max(sweep.mem_levels_mhz))
+    mems = sweep.mem_levels_mhz
+    assert mems is not None  # at_max_memory_clock checked it
+    keep = np.flatnonzero(mems == mems.max())
     core_levels = keep[core_run.levels]
     core = score(sweep, replace(core_run, levels=core_levels), best, target, idle_w,
                  model_metrics=False)

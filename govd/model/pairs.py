@@ -38,7 +38,14 @@ from numba import njit
 from govd.model import tick as k
 from govd.model.arrays import FloatArray, IntArray
 from govd.model.dcd import dcd_update, dcd_update_ref
-from govd.model.predict import ENVELOPE, MAX_DEADLINE_MS, MAX_POWER_W, interp, interp_ref
+from govd.model.predict import (
+    ENVELOPE,
+    MAX_DEADLINE_MS,
+    MAX_POWER_W,
+    interp,
+    interp_ref,
+    predict_energy_ref,
+)
 from govd.model.rls import ordered_sum, rls_update, rls_update_ref
 
 LEAD = 3
@@ -258,7 +265,8 @@ def predict_time_pairs_ref(
     t = np.where(np.isfinite(t), t, t_ms * ratio)
     lo = t_ms * np.minimum(1.0, ratio) / ENVELOPE
     hi = t_ms * np.maximum(1.0, ratio) * ENVELOPE
-    return np.minimum(np.maximum(t, lo), hi)
+    clamped: FloatArray = np.minimum(np.maximum(t, lo), hi)
+    return clamped
 
 
 def sensitivity_pairs_ref(
@@ -285,14 +293,9 @@ def sensitivity_pairs_ref(
 def predict_energy_pairs_ref(
     c: FloatArray, lv: FloatArray, t_pred: FloatArray, deadline_ms: float, idle_power_w: float
 ) -> tuple[FloatArray, FloatArray, float]:
-    """NumPy reference of `predict_energy_pairs`: (power W, energy mJ, idle power W)."""
-    p_idle = idle_power_w if np.isfinite(idle_power_w) else c[0]
-    p_idle = min(max(p_idle, 0.0), MAX_POWER_W)
-    p = np.clip(c[0] + c[1] + c[2] * lv[G] + c[3] * lv[GM], 0.0, MAX_POWER_W)
-    e = p * t_pred
-    if np.isfinite(deadline_ms) and 0.0 < deadline_ms <= MAX_DEADLINE_MS:
-        e = e + np.where(deadline_ms > t_pred, p_idle * (deadline_ms - t_pred), 0.0)
-    return p, e, float(p_idle)
+    """NumPy reference of `predict_energy_pairs`: (power W, energy mJ, idle power W); the
+    one-domain reference with the memory term taken per pair."""
+    return predict_energy_ref(c, lv[G], lv[GM], t_pred, deadline_ms, idle_power_w)
 
 
 def model_tick_pairs_ref(

@@ -18,8 +18,9 @@ from govd.model.online import OnlineModel
 from govd.model.settings import ModelSettings
 from govd.model.stress import StressDetector, StressSettings
 from govd.model.tick import STRESS_RESET
+from govd.model.two_domain import TwoDomainModel, nearest_pair
 from govd.policy.base import Outlook, Policy
-from govd.policy.ondemand import Ondemand
+from govd.policy.static import Performance
 from govd.target import Target
 
 _NO_COUNTERS = np.zeros(0)
@@ -27,8 +28,9 @@ _NO_COUNTERS = np.zeros(0)
 ERROR_WEIGHT = 0.05
 """Weight of the newest squared prediction error in the running RMS (about 20 ticks, 1 s)."""
 
-FALLBACK_GRACE_S = 5.0
-"""How long the fallback policy decides after model stress (about 100 ticks). Units: s."""
+FALLBACK_GRACE_S = 1.0
+"""How long the fallback policy decides after model stress (20 ticks of 50 ms; RLS relearns in
+0.05–0.3 s, seed 000). Units: s."""
 
 
 @dataclass(slots=True)
@@ -51,6 +53,8 @@ class Sample:
     """Memory activity 0..1, NaN when unknown."""
     counters: FloatArray = field(default_factory=lambda: _NO_COUNTERS)
     """The model's counters, in `ModelSettings.counters` order."""
+    mem_freq_mhz: float = math.nan
+    """Memory clock that actually ran, with two clock domains (NaN otherwise). Units: MHz."""
 
 
 @dataclass(slots=True)
@@ -68,6 +72,8 @@ class Decision:
     fallback: str | None = None
     """Why the fallback policy chose this level (a `govd.model.stress` condition), None while
     the main policy decides."""
+    mem_freq_mhz: float | None = None
+    """The chosen level's memory clock with two clock domains, else None. Units: MHz."""
 
 
 class Governor:
@@ -84,16 +90,25 @@ class Governor:
         fallback: Policy | None = None,
         fallback_grace_s: float = FALLBACK_GRACE_S,
         stress_settings: StressSettings | None = None,
+        mem_levels_mhz: Sequence[float] | FloatArray | None = None,
     ) -> None:
-        """``levels_mhz``: the device's levels, ascending; ``bounds_mhz``: (min, max) allowed,
-        None for all; ``idle_power_w``: known idle power (W) or NaN to learn it; ``fallback``:
-        the policy that decides for ``fallback_grace_s`` (s) after model stress (ondemand when
-        None)."""
+        """``levels_mhz``: the device's levels, ascending; ``bounds_mhz``: (min, max) core
+        clock allowed, None for all; ``idle_power_w``: known idle power (W) or NaN to learn it;
+        ``fallback``: the policy that decides for ``fallback_grace_s`` (s) after model stress
+        (performance when None); ``mem_levels_mhz``: with two clock domains, the memory clock of
+        each level (levels are then (core, memory) pairs sorted by core then memory clock),
+        else None."""
         if not (math.isfinite(fallback_grace_s) and fallback_grace_s >= 0):
             raise ValueError(f"fallback_grace_s must be >= 0 s, got {fallback_grace_s}")
-        self.model = OnlineModel(levels_mhz, model_settings, idle_power_w)
+        self.model: OnlineModel
+        self.mem_levels_mhz: FloatArray | None = None
+        if mem_levels_mhz is None:
+            self.model = OnlineModel(levels_mhz, model_settings, idle_power_w)
+        else:
+            self.model = TwoDomainModel(levels_mhz, mem_levels_mhz, model_settings, idle_power_w)
+            self.mem_levels_mhz = self.model.mem_levels_mhz
         self.policy = policy
-        self.fallback = fallback if fallback is not None else Ondemand()
+        self.fallback = fallback if fallback is not None else Performance()
         self.fallback_grace_s = fallback_grace_s
         self.stress = StressDetector(self.model, stress_settings)
         self.fallback_reason: str | None = None
@@ -121,8 +136,13 @@ class Governor:
             raise ValueError(f"no level within [{min_mhz}, {max_mhz}] MHz")
         self.lo, self.hi = inside[0], inside[-1]
 
-    def nearest_level(self, freq_mhz: float) -> int:
-        """Index of the level nearest to ``freq_mhz`` (the hardware may run between levels)."""
+    def nearest_level(self, freq_mhz: float, mem_freq_mhz: float = math.nan) -> int:
+        """Index of the level nearest to ``freq_mhz`` (the hardware may run between levels);
+        with two clock domains, the nearest core clock among the pairs at the memory clock
+        nearest to ``mem_freq_mhz`` (the highest memory clock when it is unknown)."""
+        if self.mem_levels_mhz is not None:
+            return nearest_pair(self.levels_mhz, self.mem_levels_mhz, freq_mhz, mem_freq_mhz,
+                                self.hi)
         levels = self._levels
         if not math.isfinite(freq_mhz):
             return self.hi
@@ -139,10 +159,16 @@ class Governor:
         if not math.isfinite(busy) and sample.frame_count > 0 and sample.interval_s > 0:
             busy = min(1.0, sample.frame_count * sample.frame_time_ms / (sample.interval_s * 1e3))
         deadline_ms = self.target.deadline_ms
-        flags = self.model.update(
-            sample.frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
-            sample.mem_activity, deadline_ms,
-        )
+        if isinstance(self.model, TwoDomainModel):
+            flags = self.model.update(
+                sample.frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
+                sample.mem_activity, deadline_ms, sample.mem_freq_mhz,
+            )
+        else:
+            flags = self.model.update(
+                sample.frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
+                sample.mem_activity, deadline_ms,
+            )
         condition = self.stress.observe(flags, sample.frame_time_ms, sample.counters)
         if condition is not None:
             self._start_fallback(condition)
@@ -152,7 +178,7 @@ class Governor:
             if self._grace_left_s <= 0:
                 self._end_fallback()
         model = self.model
-        current = self.nearest_level(sample.freq_mhz)
+        current = self.nearest_level(sample.freq_mhz, sample.mem_freq_mhz)
         self._track_error(current, sample.frame_time_ms)
         view = Outlook(
             levels_mhz=self.levels_mhz,
@@ -169,13 +195,16 @@ class Governor:
             interval_s=sample.interval_s,
             target=self.target,
             tick=self.ticks,
+            mem_levels_mhz=self.mem_levels_mhz,
         )
         deciding = self.policy if self.fallback_reason is None else self.fallback
         level = min(max(int(deciding.decide(view)), self.lo), self.hi)
         self.ticks += 1
         self._expected_level = level
         self._expected_ms = float(model.time_ms[level]) if model.ready else math.nan
-        return Decision(level, self._levels[level], view, flags, self.fallback_reason)
+        mem_mhz = None if self.mem_levels_mhz is None else float(self.mem_levels_mhz[level])
+        return Decision(level, self._levels[level], view, flags,
+                        fallback=self.fallback_reason, mem_freq_mhz=mem_mhz)
 
     def _start_fallback(self, condition: str) -> None:
         """Reset the model and hand decisions to the fallback policy for the grace period (a

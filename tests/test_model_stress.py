@@ -166,8 +166,9 @@ def test_governor_reset_ends_a_fallback() -> None:
     assert drive(gov, 1, rng)[0].fallback is None
 
 
-def test_the_default_fallback_is_ondemand() -> None:
+def test_the_default_fallback_is_the_top_level_for_one_second() -> None:
     gov = Governor(LEVELS_MHZ, EnergyPolicy(), Target(fps=60.0))
-    assert gov.fallback.name == "ondemand"
+    assert gov.fallback.name == "performance"
+    assert gov.fallback_grace_s == 1.0
     with pytest.raises(ValueError, match="fallback_grace_s"):
         Governor(LEVELS_MHZ, EnergyPolicy(), Target(fps=60.0), fallback_grace_s=-1.0)

@@ -33,9 +33,9 @@ class PolicyConfig(Section):
     name: str = "energy"
     params: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the policy's constructor; absent ones take the policy's defaults."""
-    fallback: str = "ondemand"
+    fallback: str = "performance"
     """The policy (default parameters) that decides while the model relearns after stress."""
-    fallback_grace_s: NonNegativeFloat = 5.0
+    fallback_grace_s: NonNegativeFloat = 1.0
     """How long the fallback decides after model stress. Units: s."""
 
     @field_validator("name", "fallback")

@@ -49,6 +49,9 @@ class Replay:
     """Units whose predicted energy at every level was kept (every KENDALL_STRIDE-th)."""
     predicted_energy_mj: FloatArray
     """Predicted energy at every level for ``energy_units``, shape [len(energy_units), L]."""
+    predicted_times_ms: FloatArray
+    """Frame time predicted at every level for the unit after each of ``energy_units``,
+    shape [len(energy_units), L] (NaN while the model was not ready). Units: ms."""
     model_stats: dict[str, int]
     """The model's counters at the end (updates, skipped samples, resets...)."""
     wall_s: float = math.nan
@@ -85,7 +88,8 @@ def replay(
     ``algo``: ``arnlms`` puts the AR-NLMS frame-time predictor (`govd.model.arnlms`) in the
     governor's model; None or ``rls``/``dcd`` keeps ``settings.algorithm``."""
     settings = settings or ModelSettings()
-    gov = Governor(sweep.levels_mhz, policy, target, settings)
+    gov = Governor(sweep.levels_mhz, policy, target, settings,
+                   mem_levels_mhz=sweep.mem_levels_mhz)
     if algo == "arnlms":
         # the governor only calls the model's update/predictions, so the AR baseline plugs in
         # without a second governor
@@ -98,12 +102,15 @@ def replay(
     else:
         counters = np.zeros((n_units, n_levels, 0))
     time_ms, levels_mhz = sweep.time_ms, [float(f) for f in sweep.levels_mhz]
+    mems_mhz = [math.nan] * n_levels if sweep.mem_levels_mhz is None else [
+        float(f) for f in sweep.mem_levels_mhz]
     chosen = np.empty(n_units, dtype=np.intp)
     predicted = np.full(n_units, math.nan)
     fitted = np.full(n_units, math.nan)
     sens = np.full(n_units, math.nan)
     energy_units = np.arange(0, max(n_units - 1, 0), KENDALL_STRIDE)
     energy = np.full((energy_units.size, n_levels), math.nan)
+    times = np.full((energy_units.size, n_levels), math.nan)
     level = n_levels - 1
     started = time.perf_counter()
     for u in range(n_units):
@@ -117,6 +124,7 @@ def replay(
                 busy=float(busy[u, level]),
                 power_w=float(power_w[u, level]),
                 counters=counters[u, level],
+                mem_freq_mhz=mems_mhz[level],
             )
         )
         view = decision.outlook
@@ -128,8 +136,10 @@ def replay(
             predicted[u + 1] = view.time_ms[level]
         if u % KENDALL_STRIDE == 0 and u // KENDALL_STRIDE < energy_units.size:
             energy[u // KENDALL_STRIDE] = view.energy_mj
+            if view.model_ready:
+                times[u // KENDALL_STRIDE] = view.time_ms
         if progress is not None and u % 4096 == 0:
             progress(u)
     wall_s = time.perf_counter() - started
-    return Replay(chosen, predicted, fitted, sens, energy_units, energy, gov.model.stats_dict(),
-                  wall_s)
+    return Replay(chosen, predicted, fitted, sens, energy_units, energy, times,
+                  gov.model.stats_dict(), wall_s)

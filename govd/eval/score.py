@@ -40,11 +40,14 @@ def violations(sweep: SweepTable, target: Target) -> np.ndarray:
 
 def denoised_times(sweep: SweepTable, unit: np.ndarray) -> FloatArray:
     """Each unit's times at every level from a least-squares fit t(f) = s/f + m over all its
-    levels, shape [len(unit), L]. A single measured frame carries run-to-run noise (the
-    seed's reference averaged 80 repeats of a frame); over steps of a few percent in f, that
-    noise alone would dominate a three-point derivative. Units: ms."""
+    levels (+ b/fm with two clock domains), shape [len(unit), L]. A single measured frame
+    carries run-to-run noise (the seed's reference averaged 80 repeats of a frame); over steps
+    of a few percent in f, that noise alone would dominate a three-point derivative. Units: ms."""
     x = 1.0 / sweep.levels_mhz
-    design = np.stack([x, np.ones_like(x)], axis=1)
+    columns = [x, np.ones_like(x)]
+    if sweep.mem_levels_mhz is not None:  # t = s/fc + b/fm + m (see govd.model.pairs)
+        columns.append(1.0 / sweep.mem_levels_mhz)
+    design = np.stack(columns, axis=1)
     coef, *_ = np.linalg.lstsq(design, sweep.time_ms[unit].T, rcond=None)
     fitted: FloatArray = (design @ coef).T
     return fitted
@@ -53,13 +56,13 @@ def denoised_times(sweep: SweepTable, unit: np.ndarray) -> FloatArray:
 def true_sensitivity(
     sweep: SweepTable, unit: np.ndarray, level: np.ndarray, times_ms: FloatArray | None = None
 ) -> FloatArray:
-    """Three-point Lagrange dt/df at ``level`` of ``unit`` (one-sided at the ends of the
-    table), from the measured times or from ``times_ms`` (shape [len(unit), L], e.g.
-    `denoised_times`). The reference the model's sensitivity is scored against. Units: ms/MHz."""
+    """Three-point Lagrange dt/df at ``level`` of ``unit`` along the core clock (one-sided at
+    the ends of the table; at the level's memory clock with two clock domains), from the
+    measured times or from ``times_ms`` (shape [len(unit), L], e.g. `denoised_times`). The
+    reference the model's sensitivity is scored against. Units: ms/MHz."""
     f = sweep.levels_mhz
-    n = f.size
-    lo = np.maximum(level - 1, 0)
-    hi = np.minimum(level + 1, n - 1)
+    below, above = core_neighbours(sweep)
+    lo, hi = below[level], above[level]
     rows = np.arange(len(unit))
     if times_ms is None:
         times_ms = sweep.time_ms[unit]
@@ -69,7 +72,22 @@ def true_sensitivity(
         central = (dd**2 * th + (du**2 - dd**2) * t0 - du**2 * tl) / (du * dd * (du + dd))
         up = (th - t0) / du
         down = (t0 - tl) / dd
-    return np.where(level == 0, up, np.where(level == n - 1, down, central))
+    return np.where(lo == level, up, np.where(hi == level, down, central))
+
+
+def core_neighbours(sweep: SweepTable) -> tuple[np.ndarray, np.ndarray]:
+    """For every level, the level one core step below and one above (at the same memory clock
+    with two clock domains); the level itself at an end of its core axis."""
+    n = sweep.levels_mhz.size
+    if sweep.mem_levels_mhz is None:
+        index = np.arange(n)
+        return np.maximum(index - 1, 0), np.minimum(index + 1, n - 1)
+    below, above = np.arange(n), np.arange(n)
+    for mem in np.unique(sweep.mem_levels_mhz):
+        line = np.flatnonzero(sweep.mem_levels_mhz == mem)  # ascending core clock
+        below[line[1:]] = line[:-1]
+        above[line[:-1]] = line[1:]
+    return below, above
 
 
 def apriori_ape(sweep: SweepTable, run: Replay) -> FloatArray:

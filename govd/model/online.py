@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -28,6 +29,9 @@ def default_volts(levels_mhz: FloatArray) -> FloatArray:
 class OnlineModel:
     """Online frame-time (eq. 10) and power models of one device over its level table."""
 
+    lead_features: ClassVar[int] = 2
+    """Features ahead of the counters (a0: scalable time, a1: Δf); a subclass may add more."""
+
     def __init__(
         self,
         levels_mhz: Sequence[float] | FloatArray,
@@ -37,26 +41,14 @@ class OnlineModel:
         """``levels_mhz``: every level, ascending (2..256). ``idle_power_w``: known idle power
         (W), or NaN to use the learned static term."""
         self.settings = settings = settings or ModelSettings()
-        levels = np.asarray(levels_mhz, dtype=np.float64)
-        if levels.ndim != 1 or not (2 <= levels.size <= MAX_LEVELS):
-            raise ValueError(f"need 2..{MAX_LEVELS} levels, got {levels.size}")
-        if not (np.all(np.isfinite(levels)) and levels[0] > 0 and np.all(np.diff(levels) > 0)):
-            raise ValueError("levels must be positive, finite and strictly ascending")
-        volts = np.asarray(settings.volts, dtype=np.float64) if settings.volts else None
-        if volts is None:
-            volts = default_volts(levels)
-        elif volts.shape != levels.shape or not np.all(volts > 0):
-            raise ValueError("volts needs one positive voltage per level")
-        m = settings.n_features
-        n_levels = levels.size
-        self.levels_mhz = levels
+        self.lv = self._level_table(levels_mhz, settings)
+        self.levels_mhz = self.lv[k.LEVELS].copy()
+        m = self.n_coefficients
+        n_levels = self.lv.shape[1]
         self.vecs = np.zeros((k.N_VEC_ROWS, m))
         self.P = np.zeros((m, m))
         self.pw = np.zeros((4, 4))
         self.Pc = np.zeros((4, 4))
-        self.lv = np.empty((2, n_levels))
-        self.lv[k.LEVELS] = levels
-        self.lv[k.G] = (levels / levels[-1]) * (volts / volts.max()) ** 2
         self.cfg = np.zeros(k.N_CFG)
         self.icfg = np.zeros(k.N_ICFG, dtype=np.int64)
         self.stats = np.zeros(k.N_STATS, dtype=np.int64)
@@ -74,9 +66,32 @@ class OnlineModel:
         for view in (self.time_ms, self.power_w, self.energy_mj):
             view.flags.writeable = False
 
+    def _level_table(self, levels_mhz: Sequence[float] | FloatArray, settings: ModelSettings
+                     ) -> FloatArray:
+        """The `govd.model.tick` level rows [levels MHz, g(f)], after checking the levels."""
+        levels = np.asarray(levels_mhz, dtype=np.float64)
+        if levels.ndim != 1 or not (2 <= levels.size <= MAX_LEVELS):
+            raise ValueError(f"need 2..{MAX_LEVELS} levels, got {levels.size}")
+        if not (np.all(np.isfinite(levels)) and levels[0] > 0 and np.all(np.diff(levels) > 0)):
+            raise ValueError("levels must be positive, finite and strictly ascending")
+        volts = np.asarray(settings.volts, dtype=np.float64) if settings.volts else None
+        if volts is None:
+            volts = default_volts(levels)
+        elif volts.shape != levels.shape or not np.all(volts > 0):
+            raise ValueError("volts needs one positive voltage per level")
+        lv = np.empty((2, levels.size))
+        lv[k.LEVELS] = levels
+        lv[k.G] = (levels / levels[-1]) * (volts / volts.max()) ** 2
+        return lv
+
+    @property
+    def n_coefficients(self) -> int:
+        """Coefficients of the frame-time model: the leading terms, then one per counter."""
+        return self.lead_features + len(self.settings.counters)
+
     def _configure(self, idle_power_w: float) -> None:
         s = self.settings
-        m = s.n_features
+        m = self.n_coefficients
         self.cfg[k.LAM] = s.forgetting
         self.cfg[k.MU] = s.mu
         self.cfg[k.MAX_TRACE] = s.max_trace_factor * m / s.mu
@@ -92,14 +107,14 @@ class OnlineModel:
         self.vecs[k.A_INIT] = s.a_init
         self.vecs[k.SCALE] = 1.0
         if s.counter_scales:
-            self.vecs[k.SCALE, 2:] = s.counter_scales
+            self.vecs[k.SCALE, self.lead_features:] = s.counter_scales
         # Power prior: dynamic power only (c2 = 1 W at the top level), so that before any
         # measurement the energy policy prefers the slowest level that meets the target.
         self.pw[k.C_INIT] = (0.0, 0.0, 1.0, 0.0)
 
     def reset(self) -> None:
         """Forget everything learned: coefficients back to their priors, history cleared."""
-        m = self.settings.n_features
+        m = self.n_coefficients
         self.vecs[k.A] = self.vecs[k.A_INIT]
         self.vecs[k.RES] = 0.0
         self.vecs[k.PREV] = 0.0
@@ -155,12 +170,12 @@ class OnlineModel:
             magnitude = np.abs(np.asarray(counters, dtype=np.float64))
             ok = np.isfinite(magnitude) & (magnitude > 0) & (magnitude < 1e300)
             exponent = np.ceil(np.log2(np.where(ok, magnitude, 1.0)))
-        self.vecs[k.SCALE, 2:] = np.where(ok, np.exp2(exponent), 1.0)
+        self.vecs[k.SCALE, self.lead_features:] = np.where(ok, np.exp2(exponent), 1.0)
 
     @property
     def counter_scales(self) -> FloatArray:
         """Copy of the divisor applied to each counter (configured, or chosen automatically)."""
-        return np.array(self.vecs[k.SCALE, 2:])
+        return np.array(self.vecs[k.SCALE, self.lead_features:])
 
     @property
     def sensitivity_ms_per_mhz(self) -> float:

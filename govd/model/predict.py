@@ -175,12 +175,13 @@ def sensitivity_ref(t_ms: float, f_mhz: float, levels: FloatArray, t_pred: Float
 def predict_energy_ref(
     c: FloatArray,
     g_levels: FloatArray,
-    mem: float,
+    mem: float | FloatArray,
     t_pred: FloatArray,
     deadline_ms: float,
     idle_power_w: float,
 ) -> tuple[FloatArray, FloatArray, float]:
-    """NumPy reference of `predict_energy`: (power W, energy mJ, idle power W)."""
+    """NumPy reference of `predict_energy`: (power W, energy mJ, idle power W). ``mem`` may
+    also be one memory term per level (`govd.model.pairs`)."""
     p_idle = idle_power_w if np.isfinite(idle_power_w) else c[0]
     p_idle = min(max(p_idle, 0.0), MAX_POWER_W)
     p = np.clip(c[0] + c[1] + c[2] * g_levels + c[3] * mem, 0.0, MAX_POWER_W)

@@ -54,6 +54,9 @@ class Outlook:
     """The constraint in force for this tick."""
     tick: int
     """Number of steps taken before this one (0 on the first)."""
+    mem_levels_mhz: FloatArray | None = None
+    """With two clock domains, the memory clock of each level (levels are then (core, memory)
+    pairs sorted by core then memory clock); None with one. Units: MHz."""
 
 
 @runtime_checkable

@@ -15,12 +15,16 @@ A model only learns how time scales with frequency from ticks where the frequenc
 A policy that holds one level never teaches it, and with the seed's fully-scalable prior
 (a0 = 1) a lower level can look infeasible forever. So after ``probe_ticks`` ticks at one
 level the policy runs one tick a level lower (when the deadline, if any, still looks met).
+With two clock domains a level is a (core, memory) pair and the probes step along the core and
+the memory clock in turn (see `_neighbour`).
 """
 
 from __future__ import annotations
 
 import math
 from typing import ClassVar
+
+import numpy as np
 
 from govd.policy.base import Outlook
 
@@ -54,6 +58,7 @@ class EnergyPolicy:
         self.probe_ticks = probe_ticks
         self._level = -1
         self._steady = 0
+        self._probes = 0
         if not (math.isfinite(hysteresis) and 0.0 <= hysteresis < 1.0):
             raise ValueError(f"hysteresis must be in [0, 1), got {hysteresis!r}")
         self.margin = margin
@@ -66,12 +71,33 @@ class EnergyPolicy:
             self._steady += 1
         else:
             self._level, self._steady = choice, 0
-        if self.probe_ticks and self._steady >= self.probe_ticks and choice > view.lo:
+        if self.probe_ticks and self._steady >= self.probe_ticks:
+            probe = choice - 1 if view.mem_levels_mhz is None else self._neighbour(view, choice)
             deadline_ms = view.target.deadline_ms
-            if not (view.model_ready and view.time_ms[choice - 1] > deadline_ms):
+            if probe >= view.lo and not (view.model_ready and view.time_ms[probe] > deadline_ms):
                 self._steady = 0
-                return choice - 1
+                return probe
         return choice
+
+    def _neighbour(self, view: Outlook, level: int) -> int:
+        """With two clock domains, the pair one step from ``level`` along one clock, the clocks
+        taken in turn: one lower where there is one, else one higher (a model learns a clock's
+        effect only from moves along it, and the least-energy pair often sits at the bottom
+        of one axis). -1 when neither exists within the bounds."""
+        assert view.mem_levels_mhz is not None
+        self._probes += 1
+        cores, mems = view.levels_mhz, view.mem_levels_mhz
+        if self._probes % 2:
+            along, fixed = cores, mems
+        else:
+            along, fixed = mems, cores
+        line = np.flatnonzero(fixed == fixed[level])
+        line = line[(line >= view.lo) & (line <= view.hi)]
+        below = line[along[line] < along[level]]
+        if below.size:
+            return int(below[np.argmax(along[below])])
+        above = line[along[line] > along[level]]
+        return int(above[np.argmin(along[above])]) if above.size else -1
 
     def _choose(self, view: Outlook) -> int:
         if not view.model_ready:
@@ -104,3 +130,4 @@ class EnergyPolicy:
         """Forget how long the level has been steady."""
         self._level = -1
         self._steady = 0
+        self._probes = 0

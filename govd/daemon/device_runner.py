@@ -242,7 +242,10 @@ class DeviceRunner:
             return False
         try:
             self.device.read()
-        except DeviceError:
+        except DeviceError as exc:
+            # counted in the open episode, reported with it when it ends
+            self.limiter.warn((self.name, self.paused or "gone"), now_s,
+                              f"{self.name}: still not answering ({exc})", error=str(exc))
             self._next_probe_s = now_s + self._retry_s
             self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)
             return False

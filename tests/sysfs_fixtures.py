@@ -34,6 +34,8 @@ class Fault:
 
     code: int
     times: int | None = None
+    skip: int = 0
+    """Calls let through before the fault starts."""
     fired: int = 0
 
 
@@ -53,12 +55,14 @@ class KernelSysfs(SysfsIO):
         return str(path.relative_to(self.root))
 
     # -- fault injection -------------------------------------------------------------------
-    def fail(self, path: Path, op: str, code: int, times: int | None = None) -> Fault:
-        """Make the next ``times`` ``op`` ("read" or "write") calls on ``path`` raise
-        ``OSError(code)``; every call until `heal` when ``times`` is None."""
+    def fail(
+        self, path: Path, op: str, code: int, times: int | None = None, skip: int = 0
+    ) -> Fault:
+        """Make ``times`` ``op`` ("read" or "write") calls on ``path`` raise ``OSError(code)``
+        after letting ``skip`` through; every call until `heal` when ``times`` is None."""
         if op not in ("read", "write"):
             raise ValueError(f"op must be read or write, got {op!r}")
-        fault = Fault(code, times)
+        fault = Fault(code, times, skip)
         self.faults[(path, op)] = fault
         return fault
 
@@ -81,6 +85,9 @@ class KernelSysfs(SysfsIO):
     def _check_fault(self, path: Path, op: str) -> None:
         fault = self.faults.get((path, op))
         if fault is None:
+            return
+        if fault.skip > 0:
+            fault.skip -= 1
             return
         fault.fired += 1
         if fault.times is not None:

@@ -89,7 +89,6 @@ class DeviceRunner:
         """Energy the device used while governed. Units: J."""
         self.counts: Counter[str] = Counter()
         self._meter = EnergyMeter()
-        self._last_energy_mj = math.nan
         self._applied_mhz: float | None = None
         self._last_write_s = -math.inf
         self._retry_s = FIRST_RETRY_S
@@ -122,7 +121,7 @@ class DeviceRunner:
         frame_time_ms = sum(times_ms) / len(times_ms) if times_ms else math.nan
         self.governor.target = self._target_for(frames)
         power_w = self._meter.update(now_s, reading.energy_mj, reading.power_w)
-        tick_energy_j = self._tick_energy_j(reading, power_w, interval_s)
+        tick_energy_j = self._tick_energy_j(power_w, interval_s)
         counters = np.array(
             [reading.counters.get(name, math.nan) for name in self.settings.counters],
             dtype=np.float64,
@@ -161,15 +160,11 @@ class DeviceRunner:
         busiest = Counter(f.app for f in frames).most_common(1)[0][0]
         return self.settings.apps.get(busiest, self.settings.target)
 
-    def _tick_energy_j(self, reading: Reading, power_w: float, interval_s: float) -> float:
-        energy_mj = reading.energy_mj
-        if math.isfinite(energy_mj):
-            previous, self._last_energy_mj = self._last_energy_mj, energy_mj
-            used_j = (energy_mj - previous) / 1000.0
-            # No previous reading, or the counter was reset: nothing known about this tick.
-            used_j = used_j if math.isfinite(used_j) and used_j >= 0 else math.nan
-        else:
-            used_j = power_w * interval_s
+    def _tick_energy_j(self, power_w: float, interval_s: float) -> float:
+        """Energy used this tick (J): the counter's step as the meter vetted it (wraps undone;
+        resets, jumps and stalls refused), else the power sample over the tick, else NaN."""
+        used_mj = self._meter.tick_energy_mj
+        used_j = used_mj / 1000.0 if math.isfinite(used_mj) else power_w * interval_s
         if math.isfinite(used_j):
             self.energy_j += used_j
         return used_j
@@ -255,7 +250,6 @@ class DeviceRunner:
         self.counts["resumed"] += 1
         self.governor.reset()
         self._meter.reset()
-        self._last_energy_mj = math.nan
         self._applied_mhz = None
         return True
 

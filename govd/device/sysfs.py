@@ -59,6 +59,9 @@ class SysfsDevice(Device):
         self.io = io or SysfsIO()
         self.name = self.path.name
         self._saved_state: dict[str, Any] | None = None
+        # what the last set_level chose, in the backend's own terms (Hz, MHz, level index), so
+        # `override` can tell when someone else changed it; None before any set_level
+        self._chosen: int | float | None = None
         # rel_dir → (file, "energy" | "power") or None: globbing hwmon every tick was most of
         # a tick's cost; the cache is dropped when a read fails (hwmon renumbered on reload)
         self._hwmon_files: dict[str, tuple[str, str] | None] = {}

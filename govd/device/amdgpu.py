@@ -140,11 +140,8 @@ class AmdgpuDevice(SysfsDevice):
             self._write("device/power_dpm_force_performance_level", MANUAL)
         self._write("device/pp_dpm_sclk", target)
 
-    def override(self) -> str | None:
+    def _changed_setting(self, chosen: int | float) -> str | None:
         """Out of ``manual``, or (discrete parts) another level forced in ``pp_dpm_sclk``."""
-        chosen = self._chosen
-        if chosen is None:
-            return None
         perf = self.performance_level()
         if perf != MANUAL:
             return f"performance level is {perf}"

@@ -88,17 +88,14 @@ class DevfreqDevice(SysfsDevice):
             self._write("governor", USERSPACE)
         self._write("userspace/set_freq", target_hz)
 
-    def override(self) -> str | None:
+    def _changed_setting(self, chosen_hz: int | float) -> str | None:
         """Another governor selected, or another ``set_freq`` written and running."""
-        chosen_hz = self._chosen
-        if chosen_hz is None:
-            return None
         governor = self.governor()
         if governor != USERSPACE:
             return f"governor is {governor}"
         set_freq = self._read("userspace/set_freq")
         # A clamp by min_freq/max_freq moves cur_freq alone: the kernel's limits, not a tool's.
-        if set_freq != str(chosen_hz) and self._read_float("cur_freq") != chosen_hz:
+        if set_freq != str(int(chosen_hz)) and self._read_float("cur_freq") != chosen_hz:
             return f"userspace/set_freq is {set_freq}"
         return None
 

@@ -112,11 +112,8 @@ class I915Device(SysfsDevice):
         if boost is not None and boost != target:
             self._write(self.BOOST or "", round(target))
 
-    def override(self) -> str | None:
+    def _changed_setting(self, chosen_mhz: int | float) -> str | None:
         """The soft limits no longer pinned where govd's last `set_level` put them."""
-        chosen_mhz = self._chosen
-        if chosen_mhz is None:
-            return None
         low, high = self._pinned()
         if (low, high) != (chosen_mhz, chosen_mhz):
             return f"min/max are {low:g}/{high:g} MHz, not {chosen_mhz:g}"

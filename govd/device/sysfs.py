@@ -147,6 +147,16 @@ class SysfsDevice(Device):
                 return f"{hwmon}/{name}", "power"
         return None
 
+    # -- another tool's hand ---------------------------------------------------------------
+    def override(self) -> str | None:
+        """What another tool changed in the setting of govd's last `set_level`, None while it
+        holds or before any `set_level`."""
+        return None if self._chosen is None else self._changed_setting(self._chosen)
+
+    def _changed_setting(self, chosen: int | float) -> str | None:
+        """How the driver's files now differ from ``chosen`` (see ``_chosen``), None if not."""
+        return None
+
     # -- saved state -----------------------------------------------------------------------
     @abstractmethod
     def _capture_state(self) -> dict[str, Any]:

@@ -66,45 +66,45 @@ def _runner(device: SysfsDevice, wanted_mhz: float) -> tuple[DeviceRunner, float
     return DeviceRunner(device, governor, settings, limiter), level_mhz
 
 
+def _rig(
+    root: Path, fixture: Callable[[Path], tuple[Path, KernelSysfs]], device_type: type[SysfsDevice],
+    wanted_mhz: float, read_rel: str, write_rel: str, knob_rels: list[str],
+) -> Rig:
+    """A rig from a fixture tree; file names are relative to the device's directory."""
+    path, kernel = fixture(root)
+    device = device_type(path, root, kernel)
+    runner, level = _runner(device, wanted_mhz)
+    return Rig(device, kernel, path / read_rel, path / write_rel,
+               [path / rel for rel in knob_rels], level, runner)
+
+
 def devfreq_rig(root: Path) -> Rig:
     """A Mali under panfrost, found on simple_ondemand, governed at 400 MHz."""
-    path, kernel = mali_panfrost(root, busy_percent=50, energy_uj=1_000_000)
-    device = DevfreqDevice(path, root, kernel)
-    runner, level = _runner(device, 400)
-    knobs = [path / "governor", path / "min_freq", path / "max_freq", path / "userspace/set_freq"]
-    return Rig(device, kernel, path / "cur_freq", path / "userspace/set_freq", knobs, level,
-               runner)
+    return _rig(root, lambda r: mali_panfrost(r, busy_percent=50, energy_uj=1_000_000),
+                DevfreqDevice, 400, "cur_freq", "userspace/set_freq",
+                ["governor", "min_freq", "max_freq", "userspace/set_freq"])
 
 
 def i915_rig(root: Path) -> Rig:
     """A gen9 i915 GT found unpinned (300..1150), governed at 700 MHz (min written first)."""
-    path, kernel = i915_gen9(root, hwmon=True)
-    device = I915Device(path, root, kernel)
-    runner, level = _runner(device, 700)
-    knobs = [path / "gt_min_freq_mhz", path / "gt_max_freq_mhz", path / "gt_boost_freq_mhz"]
-    return Rig(device, kernel, path / "gt_act_freq_mhz", path / "gt_max_freq_mhz", knobs, level,
-               runner)
+    return _rig(root, lambda r: i915_gen9(r, hwmon=True), I915Device, 700, "gt_act_freq_mhz",
+                "gt_max_freq_mhz", ["gt_min_freq_mhz", "gt_max_freq_mhz", "gt_boost_freq_mhz"])
+
+
+XE_FREQ0 = "device/tile0/gt0/freq0"
 
 
 def xe_rig(root: Path) -> Rig:
     """An xe GT found unpinned (400..2050), governed at 1200 MHz (min written first)."""
-    path, kernel = xe_lunarlake(root)
-    device = XeDevice(path, root, kernel)
-    runner, level = _runner(device, 1200)
-    freq0 = path / "device/tile0/gt0/freq0"
-    return Rig(device, kernel, freq0 / "act_freq", freq0 / "max_freq",
-               [freq0 / "min_freq", freq0 / "max_freq"], level, runner)
+    return _rig(root, xe_lunarlake, XeDevice, 1200, f"{XE_FREQ0}/act_freq",
+                f"{XE_FREQ0}/max_freq", [f"{XE_FREQ0}/min_freq", f"{XE_FREQ0}/max_freq"])
 
 
 def amdgpu_rig(root: Path) -> Rig:
-    """A Polaris found in auto, governed at its 900 MHz level (manual written first)."""
-    path, kernel = amdgpu_polaris(root)
-    device = AmdgpuDevice(path, root, kernel)
-    runner, level = _runner(device, 900)
-    dev = path / "device"
-    # pp_dpm_sclk's star is the running clock, the driver's own again once back in auto
-    return Rig(device, kernel, dev / "pp_dpm_sclk", dev / "pp_dpm_sclk",
-               [dev / "power_dpm_force_performance_level"], level, runner)
+    """A Polaris found in auto, governed at its 900 MHz level (manual written first).
+    pp_dpm_sclk is no knob: its star is the running clock, the driver's own again in auto."""
+    return _rig(root, amdgpu_polaris, AmdgpuDevice, 900, "device/pp_dpm_sclk",
+                "device/pp_dpm_sclk", ["device/power_dpm_force_performance_level"])
 
 
 RIGS: dict[str, Callable[[Path], Rig]] = {

@@ -31,28 +31,23 @@ def pair(min_path, max_path):
     return int(min_path.read_text()), int(max_path.read_text())
 
 
+@pytest.mark.parametrize(("found_mhz", "wanted_mhz", "first", "code"), [
+    (1100, 700, "min", errno.EBUSY),  # lowering moves min first; max refused
+    (700, 1100, "max", errno.EINVAL),  # raising moves max first; min refused
+])
 @pytest.mark.parametrize("backend", ["i915", "xe"])
-def test_min_written_first_when_lowering_is_rolled_back_when_max_is_refused(tmp_path, backend):
-    device, kernel, min_path, max_path = pinned(tmp_path, backend, 1100)
-    kernel.fail(max_path, "write", errno.EBUSY, times=1)
+def test_pair_refused_half_way_has_its_first_write_rolled_back(
+    tmp_path, backend, found_mhz, wanted_mhz, first, code
+):
+    device, kernel, min_path, max_path = pinned(tmp_path, backend, found_mhz)
+    first_path, second_path = (min_path, max_path) if first == "min" else (max_path, min_path)
+    kernel.fail(second_path, "write", code, times=1)
     with pytest.raises(WriteRefused):
-        device.set_level(700)
-    assert kernel.attempts == [(kernel.rel(min_path), "700", 0),
-                               (kernel.rel(max_path), "700", errno.EBUSY),
-                               (kernel.rel(min_path), "1100", 0)]
-    assert pair(min_path, max_path) == (1100, 1100)
-
-
-@pytest.mark.parametrize("backend", ["i915", "xe"])
-def test_max_written_first_when_raising_is_rolled_back_when_min_is_refused(tmp_path, backend):
-    device, kernel, min_path, max_path = pinned(tmp_path, backend, 700)
-    kernel.fail(min_path, "write", errno.EINVAL, times=1)
-    with pytest.raises(WriteRefused):
-        device.set_level(1100)
-    assert kernel.attempts == [(kernel.rel(max_path), "1100", 0),
-                               (kernel.rel(min_path), "1100", errno.EINVAL),
-                               (kernel.rel(max_path), "700", 0)]
-    assert pair(min_path, max_path) == (700, 700)
+        device.set_level(wanted_mhz)
+    assert kernel.attempts == [(kernel.rel(first_path), str(wanted_mhz), 0),
+                               (kernel.rel(second_path), str(wanted_mhz), code),
+                               (kernel.rel(first_path), str(found_mhz), 0)]
+    assert pair(min_path, max_path) == (found_mhz, found_mhz)
 
 
 @pytest.mark.parametrize("backend", ["i915", "xe"])

@@ -3,7 +3,8 @@
 A device that faults is dealt with alone, the other devices and the loop go on:
 
 - it vanished (`DeviceGone`: unplugged, driver unbound): the runner pauses; nothing can be
-  written to it, and its saved state stays in the state file for when it comes back;
+  written to it, and its saved state stays in the state file for when it comes back (a write
+  refused as gone is followed by an attempt to hand the device back: the read before it worked);
 - the kernel refused a write, or a read failed otherwise: the runner hands the device back (puts
   the state it found back) and pauses.
 
@@ -215,7 +216,9 @@ class DeviceRunner:
         try:
             return action()
         except DeviceGone as exc:
-            self._pause(now_s, "gone", exc, hand_back=False)
+            # A write refused as gone right after a read that worked: the device may well still
+            # hold govd's setting (a driver refusing with ENODEV), so try to put things back.
+            self._pause(now_s, "gone", exc, hand_back=kind == "write")
         except DeviceError as exc:
             self._pause(now_s, kind, exc, hand_back=True)
         return None
@@ -274,6 +277,8 @@ class DeviceRunner:
         if hand_back:
             try:
                 self.device.restore()
+            except DeviceGone:
+                pass  # nothing left to put back; its saved state waits for its return
             except DeviceError as restore_exc:
                 self.limiter.warn((self.name, "restore"), now_s,
                                   f"{self.name}: restoring failed too ({restore_exc})")

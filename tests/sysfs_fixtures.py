@@ -4,6 +4,11 @@ Plain files accept any write, so `KernelSysfs` checks each write against the rul
 store function applies (EINVAL when min > max would result, amdgpu's manual-only `pp_dpm_sclk`,
 EACCES on read-only files, clamping and rounding like the kernel), applies side effects (the running
 clock follows the limits) and records every accepted write as ``(path relative to root, value)``.
+
+Faults are injected per file and per operation (`KernelSysfs.fail`): the next N reads or writes
+of a file raise ``OSError(errno)``, or every one until `KernelSysfs.heal`; `KernelSysfs.vanish`
+takes a file away (ENOENT, as when a driver unbinds mid-tick) until `KernelSysfs.reappear`.
+Every attempted write, refused or not, is kept in ``attempts`` with the errno it got (0 = taken).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from govd.device.sysfs import SysfsIO
@@ -22,6 +28,17 @@ def _refuse(code: int, path: Path) -> OSError:
     return OSError(code, os.strerror(code), str(path))
 
 
+@dataclass
+class Fault:
+    """An errno a file's reads or writes raise, ``times`` more times (None: until healed)."""
+
+    code: int
+    times: int | None = None
+    skip: int = 0
+    """Calls let through before the fault starts."""
+    fired: int = 0
+
+
 class KernelSysfs(SysfsIO):
     """A `SysfsIO` over a fixture tree that refuses what the kernel refuses and logs writes."""
 
@@ -30,14 +47,73 @@ class KernelSysfs(SysfsIO):
         self.rules: dict[Path, Rule] = {}
         self.read_only: set[Path] = set()
         self.inject: dict[Path, int] = {}
+        self.faults: dict[tuple[Path, str], Fault] = {}
         self.writes: list[tuple[str, str]] = []
+        self.attempts: list[tuple[str, str, int]] = []
 
     def rel(self, path: Path) -> str:
         return str(path.relative_to(self.root))
 
+    # -- fault injection -------------------------------------------------------------------
+    def fail(
+        self, path: Path, op: str, code: int, times: int | None = None, skip: int = 0
+    ) -> Fault:
+        """Make ``times`` ``op`` ("read" or "write") calls on ``path`` raise ``OSError(code)``
+        after letting ``skip`` through; every call until `heal` when ``times`` is None."""
+        if op not in ("read", "write"):
+            raise ValueError(f"op must be read or write, got {op!r}")
+        fault = Fault(code, times, skip)
+        self.faults[(path, op)] = fault
+        return fault
+
+    def heal(self) -> None:
+        """Remove every injected fault."""
+        self.faults.clear()
+
+    def vanish(self, path: Path) -> None:
+        """Take ``path`` away (reads and writes then get ENOENT) until `reappear`."""
+        path.rename(self._hidden(path))
+
+    def reappear(self, path: Path) -> None:
+        """Put back a file `vanish` took away."""
+        self._hidden(path).rename(path)
+
+    @staticmethod
+    def _hidden(path: Path) -> Path:
+        return path.with_name(f".vanished-{path.name}")
+
+    def _check_fault(self, path: Path, op: str) -> None:
+        fault = self.faults.get((path, op))
+        if fault is None:
+            return
+        if fault.skip > 0:
+            fault.skip -= 1
+            return
+        fault.fired += 1
+        if fault.times is not None:
+            fault.times -= 1
+            if fault.times <= 0:
+                del self.faults[(path, op)]
+        raise _refuse(fault.code, path)
+
+    # -- the SysfsIO door ------------------------------------------------------------------
+    def read_text(self, path: Path) -> str:
+        self._check_fault(path, "read")
+        return super().read_text(path)
+
     def write_text(self, path: Path, value: str) -> None:
+        try:
+            self._store(path, value)
+        except OSError as exc:
+            self.attempts.append((self.rel(path), value, exc.errno or 0))
+            raise
+        self.attempts.append((self.rel(path), value, 0))
+        self.writes.append((self.rel(path), value))
+
+    def _store(self, path: Path, value: str) -> None:
         if path in self.inject:
             raise _refuse(self.inject.pop(path), path)
+        self._check_fault(path, "write")
         if not path.exists():
             raise _refuse(errno.ENOENT, path)
         if path in self.read_only:
@@ -45,7 +121,6 @@ class KernelSysfs(SysfsIO):
         rule = self.rules.get(path)
         stored = rule(self, path, value.strip()) if rule else value
         path.write_text(stored + "\n")
-        self.writes.append((self.rel(path), value))
 
     def writable(self, path: Path) -> bool:
         return path.exists() and path not in self.read_only
@@ -55,6 +130,7 @@ class KernelSysfs(SysfsIO):
 
     def forget_writes(self) -> None:
         self.writes.clear()
+        self.attempts.clear()
 
 
 def _put(path: Path, content: object) -> None:

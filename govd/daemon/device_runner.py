@@ -3,14 +3,22 @@
 A device that faults is dealt with alone, the other devices and the loop go on:
 
 - it vanished (`DeviceGone`: unplugged, driver unbound): the runner pauses; nothing can be
-  written to it, and its saved state stays in the state file for when it comes back;
+  written to it, and its saved state stays in the state file for when it comes back (a write
+  refused as gone is followed by an attempt to hand the device back: the read before it worked);
 - the kernel refused a write, or a read failed otherwise: the runner hands the device back (puts
   the state it found back) and pauses.
 
 A paused runner probes the device again after a back-off (1 s, doubling up to 30 s; a hot-plug
 ``add`` event probes at once) and takes it back when it answers: model and policy start afresh,
 and the level is written again. Each fault is one warning per episode (`EpisodeLimiter`), closed
-when the device works again.
+when the device works again; failed probes are counted in it.
+
+Another tool may change the clock behind govd's back (a second governor, a user's ``echo``, a
+driver's resume path). When the device's setting differs from govd's for `OVERRIDE_TICKS` ticks
+in a row (`Device.override`), the runner warns once and writes its level again; a tool that undoes
+it more than `OVERRIDE_REAPPLIES` times in one episode wins: the runner steps back, leaving the
+device as that tool set it (restoring govd's saved state would only start the fight again), and
+tries again after `CONTESTED_RETRY_S`, doubling each time it is undone again.
 """
 
 from __future__ import annotations
@@ -43,6 +51,18 @@ FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
 RECENT_S = 1.0
 """How far back the status file's recent FPS and frame time look. Units: s."""
+OVERRIDE_TICKS = 3
+"""Ticks in a row a changed setting must last to count as another tool's: a tool's own two-step
+write (min, then max) or the driver's resume path is over within a tick or two."""
+OVERRIDE_REAPPLIES = 3
+"""Re-applies in one episode before govd steps back: a tool that undoes govd this often is
+fighting it, and two governors fighting flap the clock for both."""
+OVERRIDE_QUIET_S = 10.0
+"""How long govd's setting must hold for an override episode to end. Units: s."""
+CONTESTED_RETRY_S = 60.0
+"""How long govd leaves a device to the tool that kept changing it before trying again; doubles
+up to `MAX_CONTESTED_RETRY_S` while the fight goes on. Units: s."""
+MAX_CONTESTED_RETRY_S = 960.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +109,14 @@ class DeviceRunner:
         """Energy the device used while governed. Units: J."""
         self.counts: Counter[str] = Counter()
         self._meter = EnergyMeter()
-        self._last_energy_mj = math.nan
         self._applied_mhz: float | None = None
         self._last_write_s = -math.inf
         self._retry_s = FIRST_RETRY_S
         self._next_probe_s = -math.inf
+        self._override_ticks = 0
+        self._reapplies = 0
+        self._last_reapply_s = -math.inf
+        self._contested_retry_s = CONTESTED_RETRY_S
         self._started_s: float | None = None
         self._predicted_ms = math.nan
         self._recent: deque[tuple[float, int, float, float]] = deque()
@@ -113,7 +136,7 @@ class DeviceRunner:
         if self.paused is not None and not self._probe(now_s):
             return None
         reading = self._guarded(now_s, "read", self.device.read)
-        if reading is None:
+        if reading is None or self._stepped_back(now_s):
             return None
         if self.busy_source is not None:
             self.busy_source.observe(reading.busy, interval_s)
@@ -122,7 +145,7 @@ class DeviceRunner:
         frame_time_ms = sum(times_ms) / len(times_ms) if times_ms else math.nan
         self.governor.target = self._target_for(frames)
         power_w = self._meter.update(now_s, reading.energy_mj, reading.power_w)
-        tick_energy_j = self._tick_energy_j(reading, power_w, interval_s)
+        tick_energy_j = self._tick_energy_j(power_w, interval_s)
         counters = np.array(
             [reading.counters.get(name, math.nan) for name in self.settings.counters],
             dtype=np.float64,
@@ -168,15 +191,11 @@ class DeviceRunner:
         busiest = Counter(f.app for f in frames).most_common(1)[0][0]
         return self.settings.apps.get(busiest, self.settings.target)
 
-    def _tick_energy_j(self, reading: Reading, power_w: float, interval_s: float) -> float:
-        energy_mj = reading.energy_mj
-        if math.isfinite(energy_mj):
-            previous, self._last_energy_mj = self._last_energy_mj, energy_mj
-            used_j = (energy_mj - previous) / 1000.0
-            # No previous reading, or the counter was reset: nothing known about this tick.
-            used_j = used_j if math.isfinite(used_j) and used_j >= 0 else math.nan
-        else:
-            used_j = power_w * interval_s
+    def _tick_energy_j(self, power_w: float, interval_s: float) -> float:
+        """Energy used this tick (J): the counter's step as the meter vetted it (wraps undone;
+        resets, jumps and stalls refused), else the power sample over the tick, else NaN."""
+        used_mj = self._meter.tick_energy_mj
+        used_j = used_mj / 1000.0 if math.isfinite(used_mj) else power_w * interval_s
         if math.isfinite(used_j):
             self.energy_j += used_j
         return used_j
@@ -204,10 +223,47 @@ class DeviceRunner:
         try:
             return action()
         except DeviceGone as exc:
-            self._pause(now_s, "gone", exc, hand_back=False)
+            # A write refused as gone right after a read that worked: the device may well still
+            # hold govd's setting (a driver refusing with ENODEV), so try to put things back.
+            self._pause(now_s, "gone", exc, hand_back=kind == "write")
         except DeviceError as exc:
             self._pause(now_s, kind, exc, hand_back=True)
         return None
+
+    def _stepped_back(self, now_s: float) -> bool:
+        """Watch for another tool changing govd's setting: re-apply after `OVERRIDE_TICKS`,
+        step back after `OVERRIDE_REAPPLIES`. True when the device is no longer governed."""
+        if self._applied_mhz is None or now_s <= self._last_write_s:
+            return False
+        changed = self._guarded(now_s, "read", self.device.override)
+        if self.paused is not None:
+            return True
+        if changed is None:
+            self._override_ticks = 0
+            if self._reapplies and now_s - self._last_reapply_s >= OVERRIDE_QUIET_S:
+                self._reapplies = 0
+                self._contested_retry_s = CONTESTED_RETRY_S
+                for kind in ("override", "contested"):
+                    self.limiter.clear((self.name, kind), now_s)
+            return False
+        self._override_ticks += 1
+        if self._override_ticks < OVERRIDE_TICKS:
+            return False
+        self._override_ticks = 0
+        self._reapplies += 1
+        self._last_reapply_s = now_s
+        self.counts["overridden"] += 1
+        if self._reapplies > OVERRIDE_REAPPLIES:
+            self._reapplies = 0
+            self._pause(now_s, "contested", DeviceError(changed), hand_back=False)
+            self._next_probe_s = now_s + self._contested_retry_s
+            self._contested_retry_s = min(self._contested_retry_s * 2, MAX_CONTESTED_RETRY_S)
+            return True
+        self.limiter.warn((self.name, "override"), now_s,
+                          f"{self.name}: another tool changed the clock ({changed}); re-applying",
+                          error=changed)
+        self._applied_mhz = None  # written again this tick, whatever the dwell
+        return False
 
     def reapply(self) -> None:
         """Write the chosen level again at the next tick (after suspend/resume the driver may
@@ -219,17 +275,22 @@ class DeviceRunner:
         self.paused = kind
         self.counts[f"paused_{kind}"] += 1
         what = {"gone": "device went away", "read": "cannot read the device",
-                "write": "the kernel refused a write"}[kind]
-        action = "handed back, paused" if hand_back else "paused"
+                "write": "the kernel refused a write",
+                "contested": "another tool keeps changing the clock"}[kind]
+        action = ("handed back, paused" if hand_back else
+                  "left as that tool set it, paused" if kind == "contested" else "paused")
         self.limiter.warn((self.name, kind), now_s, f"{self.name}: {what} ({exc}); {action}",
                           error=str(exc))
         if hand_back:
             try:
                 self.device.restore()
+            except DeviceGone:
+                pass  # nothing left to put back; its saved state waits for its return
             except DeviceError as restore_exc:
                 self.limiter.warn((self.name, "restore"), now_s,
                                   f"{self.name}: restoring failed too ({restore_exc})")
         self._applied_mhz = None
+        self._override_ticks = 0
         self._next_probe_s = now_s + self._retry_s
         self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)
 
@@ -249,7 +310,10 @@ class DeviceRunner:
             return False
         try:
             self.device.read()
-        except DeviceError:
+        except DeviceError as exc:
+            # counted in the open episode, reported with it when it ends
+            self.limiter.warn((self.name, self.paused or "gone"), now_s,
+                              f"{self.name}: still not answering ({exc})", error=str(exc))
             self._next_probe_s = now_s + self._retry_s
             self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)
             return False
@@ -259,7 +323,6 @@ class DeviceRunner:
         self.counts["resumed"] += 1
         self.governor.reset()
         self._meter.reset()
-        self._last_energy_mj = math.nan
         self._applied_mhz = None
         return True
 

@@ -131,6 +131,7 @@ class AmdgpuDevice(SysfsDevice):
         """Force the DPM level nearest ``freq_mhz``: ``manual`` first, then its index."""
         levels, index, _, _ = self._table()
         target = levels.index(nearest_level(levels, freq_mhz))
+        self._chosen = target
         perf = self.performance_level()
         if perf == MANUAL and index == target:
             return
@@ -138,6 +139,17 @@ class AmdgpuDevice(SysfsDevice):
         if perf != MANUAL:
             self._write("device/power_dpm_force_performance_level", MANUAL)
         self._write("device/pp_dpm_sclk", target)
+
+    def _changed_setting(self, chosen: int | float) -> str | None:
+        """Out of ``manual``, or (discrete parts) another level forced in ``pp_dpm_sclk``."""
+        perf = self.performance_level()
+        if perf != MANUAL:
+            return f"performance level is {perf}"
+        _, index, _, fine = self._table()
+        # Fine-grained parts and deep sleep mark no level: nothing to compare.
+        if not fine and index is not None and index != chosen:
+            return f"pp_dpm_sclk runs level {index}, not {chosen}"
+        return None
 
     def volts_by_level(self) -> npt.NDArray[np.float64] | None:
         """Core voltage at each level from ``pp_od_clk_voltage``, interpolated on its curve;

@@ -89,6 +89,13 @@ class Device(ABC):
         """Run at ``freq_mhz`` (clamped to bounds; writes ordered so no transient state is
         refused). Writes nothing when the device already runs there. Raises WriteRefused."""
 
+    def override(self) -> str | None:
+        """What another tool changed in the clock setting of govd's last `set_level` (a short
+        description such as ``governor is performance``), None while the setting holds, before
+        any `set_level`, or where the backend cannot read its setting back. Reads the device;
+        raises DeviceGone/DeviceError like `read`."""
+        return None
+
     @abstractmethod
     def save(self) -> dict[str, Any]:
         """The state found before govd's first write, as JSON-able data that `restore_saved`

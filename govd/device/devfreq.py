@@ -79,6 +79,7 @@ class DevfreqDevice(SysfsDevice):
         low, high = self.bounds_mhz
         levels = [lv for lv in self.levels_mhz if low <= lv <= high] or [low]
         target_hz = round(nearest_level(levels, min(max(freq_mhz, low), high)) * _HZ_PER_MHZ)
+        self._chosen = target_hz
         governor = self.governor()
         if governor == USERSPACE and self._read_float("cur_freq") == target_hz:
             return
@@ -86,6 +87,17 @@ class DevfreqDevice(SysfsDevice):
         if governor != USERSPACE:
             self._write("governor", USERSPACE)
         self._write("userspace/set_freq", target_hz)
+
+    def _changed_setting(self, chosen_hz: int | float) -> str | None:
+        """Another governor selected, or another ``set_freq`` written and running."""
+        governor = self.governor()
+        if governor != USERSPACE:
+            return f"governor is {governor}"
+        set_freq = self._read("userspace/set_freq")
+        # A clamp by min_freq/max_freq moves cur_freq alone: the kernel's limits, not a tool's.
+        if set_freq != str(int(chosen_hz)) and self._read_float("cur_freq") != chosen_hz:
+            return f"userspace/set_freq is {set_freq}"
+        return None
 
     def _capture_state(self) -> dict[str, Any]:
         state: dict[str, Any] = {

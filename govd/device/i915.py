@@ -102,6 +102,7 @@ class I915Device(SysfsDevice):
         """Pin min = max (= boost) to the level nearest ``freq_mhz``; ordered writes."""
         levels = self.levels_mhz
         target = nearest_level(levels, min(max(freq_mhz, levels[0]), levels[-1]))
+        self._chosen = target
         old = self._pinned()
         boost = self._boost()
         if old == (target, target) and boost in (None, target):
@@ -110,6 +111,13 @@ class I915Device(SysfsDevice):
         self._write_bounds(self.MIN, self.MAX, (target, target), old)
         if boost is not None and boost != target:
             self._write(self.BOOST or "", round(target))
+
+    def _changed_setting(self, chosen_mhz: int | float) -> str | None:
+        """The soft limits no longer pinned where govd's last `set_level` put them."""
+        low, high = self._pinned()
+        if (low, high) != (chosen_mhz, chosen_mhz):
+            return f"min/max are {low:g}/{high:g} MHz, not {chosen_mhz:g}"
+        return None
 
     def _capture_state(self) -> dict[str, Any]:
         low, high = self._pinned()

@@ -59,6 +59,9 @@ class SysfsDevice(Device):
         self.io = io or SysfsIO()
         self.name = self.path.name
         self._saved_state: dict[str, Any] | None = None
+        # what the last set_level chose, in the backend's own terms (Hz, MHz, level index), so
+        # `override` can tell when someone else changed it; None before any set_level
+        self._chosen: int | float | None = None
         # rel_dir → (file, "energy" | "power") or None: globbing hwmon every tick was most of
         # a tick's cost; the cache is dropped when a read fails (hwmon renumbered on reload)
         self._hwmon_files: dict[str, tuple[str, str] | None] = {}
@@ -142,6 +145,16 @@ class SysfsDevice(Device):
         for name in ("power1_average", "power1_input"):
             if self._has(f"{hwmon}/{name}"):
                 return f"{hwmon}/{name}", "power"
+        return None
+
+    # -- another tool's hand ---------------------------------------------------------------
+    def override(self) -> str | None:
+        """What another tool changed in the setting of govd's last `set_level`, None while it
+        holds or before any `set_level`."""
+        return None if self._chosen is None else self._changed_setting(self._chosen)
+
+    def _changed_setting(self, chosen: int | float) -> str | None:
+        """How the driver's files now differ from ``chosen`` (see ``_chosen``), None if not."""
         return None
 
     # -- saved state -----------------------------------------------------------------------

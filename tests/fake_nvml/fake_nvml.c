@@ -19,6 +19,11 @@
  *   gpuN.lock_min/lock_max, gpuN.mem_lock_min/mem_lock_max   locked clocks, MHz (0 = unlocked)
  *   gpuN.lock_writes     how many times SetGpuLockedClocks succeeded (tests count writes)
  *   gpuN.energy_mj, gpuN.energy_at_ms                      energy counter and when it last advanced
+ *   energy_stall=1       the energy counter stops advancing (firmware stall)
+ *   fail.<Call>=<code>   the device call nvmlDevice<Call> returns NVML code <code> (3 NOT_SUPPORTED,
+ *                        4 NO_PERMISSION, 15 GPU_IS_LOST, 999 UNKNOWN ...), e.g. fail.GetClockInfo=15;
+ *                        gpuN.fail.<Call> for one GPU only
+ *   fail.<Call>.times=N  only the next N calls fail (counted down in the state file)
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -215,6 +220,27 @@ static int begin_device(struct fake_gpu *h, int *gpu) {
     int gpu, rc_ = begin_device((struct fake_gpu *)(h), &gpu); \
     if (rc_ != OK) return rc_
 
+/* The code a test asked nvmlDevice<call> to fail with (fail.<call>), OK when none or used up. */
+static int injected(int gpu, const char *call) {
+    char key[48], times_key[48];
+    snprintf(key, sizeof key, "fail.%s", call);
+    const char *code = gpu_get(gpu, key);
+    if (!code) return OK;
+    snprintf(times_key, sizeof times_key, "fail.%s.times", call);
+    long long times = gpu_int(gpu, times_key, -1);
+    if (times == 0) return OK;
+    if (times > 0) {
+        set(times_key, times - 1);
+        save_state();
+    }
+    return atoi(code);
+}
+
+/* DEVICE_ENTRY, then the failure a test injected into this call, if any. */
+#define DEVICE_CALL(h, call)                              \
+    DEVICE_ENTRY(h);                                      \
+    if ((rc_ = injected(gpu, call)) != OK) return rc_
+
 int nvmlInitWithFlags(unsigned flags) {
     (void)flags;
     load_state();
@@ -348,7 +374,7 @@ int nvmlDeviceGetSupportedGraphicsClocks(void *h, unsigned mem_mhz, unsigned *co
 }
 
 int nvmlDeviceGetClockInfo(void *h, int type, unsigned *mhz) {
-    DEVICE_ENTRY(h);
+    DEVICE_CALL(h, "GetClockInfo");
     if (!mhz) return INVALID_ARGUMENT;
     if (type == CLOCK_GRAPHICS || type == CLOCK_SM) *mhz = graphics_running(gpu);
     else if (type == CLOCK_MEM) *mhz = mem_running(gpu);
@@ -357,7 +383,7 @@ int nvmlDeviceGetClockInfo(void *h, int type, unsigned *mhz) {
 }
 
 int nvmlDeviceGetUtilizationRates(void *h, nvmlUtilization_t *util) {
-    DEVICE_ENTRY(h);
+    DEVICE_CALL(h, "GetUtilizationRates");
     if (!util) return INVALID_ARGUMENT;
     util->gpu = (unsigned)gpu_int(gpu, "busy", 50);
     util->memory = util->gpu / 2;
@@ -365,7 +391,7 @@ int nvmlDeviceGetUtilizationRates(void *h, nvmlUtilization_t *util) {
 }
 
 int nvmlDeviceGetPowerUsage(void *h, unsigned *mw) {
-    DEVICE_ENTRY(h);
+    DEVICE_CALL(h, "GetPowerUsage");
     if (!mw) return INVALID_ARGUMENT;
     *mw = power_mw(gpu);
     return OK;
@@ -373,11 +399,12 @@ int nvmlDeviceGetPowerUsage(void *h, unsigned *mw) {
 
 /* The counter accrues the present power since it last advanced, so it never runs backwards. */
 int nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj) {
-    DEVICE_ENTRY(h);
+    DEVICE_CALL(h, "GetTotalEnergyConsumption");
     if (!mj) return INVALID_ARGUMENT;
     if (spec_of(gpu)->arch < ARCH_VOLTA) return NOT_SUPPORTED;
     long long now = now_ms(), at = gpu_int(gpu, "energy_at_ms", now);
-    long long energy = gpu_int(gpu, "energy_mj", 1000000) + (long long)power_mw(gpu) * (now - at) / 1000;
+    long long energy = gpu_int(gpu, "energy_mj", 1000000);
+    if (!gpu_int(gpu, "energy_stall", 0)) energy += (long long)power_mw(gpu) * (now - at) / 1000;
     gpu_set(gpu, "energy_mj", energy);
     gpu_set(gpu, "energy_at_ms", now);
     save_state();
@@ -388,7 +415,9 @@ int nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj) {
 /* Locks: root only, a generation that has the call, min <= max inside the supported range.
  * A reset is a lock to 0..0, the fake's "unlocked", with no range to check. */
 static int lock(void *h, int memory, int reset, unsigned min_mhz, unsigned max_mhz) {
-    DEVICE_ENTRY(h);
+    static const char *const calls[2][2] = {{"SetGpuLockedClocks", "ResetGpuLockedClocks"},
+                                            {"SetMemoryLockedClocks", "ResetMemoryLockedClocks"}};
+    DEVICE_CALL(h, calls[memory][reset]);
     const struct arch_spec *s = spec_of(gpu);
     if (s->arch < (memory ? ARCH_AMPERE : ARCH_VOLTA)) return NOT_SUPPORTED;
     if (!is_root()) return NO_PERMISSION;

@@ -74,7 +74,10 @@ class DeviceRunner:
         metrics: Metrics | None = None,
         recorder: TraceRecorder | None = None,
         busy_source: BusySource | None = None,
+        reopen: Callable[[dict[str, Any]], Device] | None = None,
     ) -> None:
+        """``reopen`` rebuilds the device from its `Device.save` data when a paused device's
+        handle cannot come back by itself (NVML after a driver reload); None: probe it as is."""
         self.device = device
         self.governor = governor
         self.settings = settings
@@ -83,6 +86,7 @@ class DeviceRunner:
         self.metrics = metrics
         self.recorder = recorder
         self.busy_source = busy_source
+        self.reopen = reopen
         self.paused: str | None = None
         """Why the device is not governed now (None while it is)."""
         self.energy_j = 0.0
@@ -242,9 +246,12 @@ class DeviceRunner:
             return False
         try:
             self.device.read()
+        except DeviceGone:
+            if not self._reopened():
+                self._probe_later(now_s)
+                return False
         except DeviceError:
-            self._next_probe_s = now_s + self._retry_s
-            self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)
+            self._probe_later(now_s)
             return False
         log_fields(log, logging.INFO, f"{self.name}: answers again; governing it afresh",
                    device=self.name, was=self.paused)
@@ -254,6 +261,29 @@ class DeviceRunner:
         self._meter.reset()
         self._last_energy_mj = math.nan
         self._applied_mhz = None
+        return True
+
+    def _probe_later(self, now_s: float) -> None:
+        self._next_probe_s = now_s + self._retry_s
+        self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)
+
+    def _reopened(self) -> bool:
+        """Swap in a fresh handle on the device (``reopen``) if it answers; the old one is
+        closed. The saved state moves across, so the device is still put back as found."""
+        if self.reopen is None:
+            return False
+        try:
+            device = self.reopen(self.device.save())
+        except (DeviceError, OSError, KeyError, ValueError):
+            return False
+        try:
+            device.read()
+        except DeviceError:
+            close_device(device)
+            return False
+        close_device(self.device)
+        self.device = device
+        self.counts["reopened"] += 1
         return True
 
     # -- status --------------------------------------------------------------------------------
@@ -295,6 +325,13 @@ class DeviceRunner:
         """Close the trace file (the device itself is restored by the daemon)."""
         if self.recorder is not None:
             self.recorder.close()
+
+
+def close_device(device: Device) -> None:
+    """Release a device's handle where it holds one (an NVML session reference); no restore."""
+    close = getattr(device, "close", None)
+    if close is not None:
+        close()
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -268,12 +268,16 @@ class DeviceRunner:
         self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)
 
     def _reopened(self) -> bool:
-        """Swap in a fresh handle on the device (``reopen``) if it answers; the old one is
-        closed. The saved state moves across, so the device is still put back as found."""
+        """Swap in a fresh handle on the device (``reopen``) if it answers. The saved state
+        moves across, so the device is still put back as found."""
         if self.reopen is None:
             return False
+        saved = self.device.save()
+        # The stale handle goes first: NVML starts a fresh session only once the last
+        # reference to the dead one is given back (closing twice is harmless).
+        close_device(self.device)
         try:
-            device = self.reopen(self.device.save())
+            device = self.reopen(saved)
         except (DeviceError, OSError, KeyError, ValueError):
             return False
         try:
@@ -281,7 +285,6 @@ class DeviceRunner:
         except DeviceError:
             close_device(device)
             return False
-        close_device(self.device)
         self.device = device
         self.counts["reopened"] += 1
         return True

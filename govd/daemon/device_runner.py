@@ -325,9 +325,11 @@ class DeviceRunner:
         return {k: _finite_or_none(v) if isinstance(v, float) else v for k, v in status.items()}
 
     def close(self) -> None:
-        """Close the trace file (the device itself is restored by the daemon)."""
+        """Close the trace file and release the device's handle (the daemon restores the
+        device first)."""
         if self.recorder is not None:
             self.recorder.close()
+        close_device(self.device)
 
 
 def close_device(device: Device) -> None:

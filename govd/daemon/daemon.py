@@ -15,7 +15,6 @@ import functools
 import logging
 import os
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from govd.conf.schema import Config
 from govd.daemon.device_runner import DeviceRunner, RunnerSettings, close_device
 from govd.daemon.governed import SetupError, build_governor, find_devices, select
 from govd.daemon.hotplug import DeviceWatch
-from govd.daemon.loop import Clock, DeadlineScheduler, Tick
+from govd.daemon.loop import Clock, DeadlineScheduler, Tick, TickStats
 from govd.daemon.record import TraceRecorder, trace_path
 from govd.daemon.signals import SignalFlags
 from govd.daemon.state import (
@@ -58,8 +57,6 @@ STATUS_EVERY_S = 1.0
 """How often the status file is written (wall clock). Units: s."""
 SUSPEND_GAP_S = 1.0
 """A jump of CLOCK_BOOTTIME over CLOCK_MONOTONIC larger than this means the machine slept."""
-TICK_HISTORY = 4096
-"""Ticks kept for the jitter and CPU statistics."""
 REOPEN_WHEN_BACK = frozenset({"nvml"})
 """Backends whose handle dies with the device (an NVML handle after GPU_IS_LOST or a driver
 reload): a paused runner reopens these from their saved state. A sysfs device keeps its path."""
@@ -92,28 +89,6 @@ class Options:
     every `RESCAN_S` elsewhere; 0: never."""
     suspend_offset_s: Callable[[], float] = field(default_factory=lambda: suspend_offset_s)
     """CLOCK_BOOTTIME minus CLOCK_MONOTONIC (s): grows by the time the machine slept."""
-
-
-@dataclass
-class TickStats:
-    """Recent ticks' jitter (start − deadline, s) and CPU time (s)."""
-
-    jitter_s: deque[float] = field(default_factory=lambda: deque(maxlen=TICK_HISTORY))
-    cpu_s: deque[float] = field(default_factory=lambda: deque(maxlen=TICK_HISTORY))
-    ticks: int = 0
-
-    def summary(self) -> dict[str, float | int | None]:
-        """p50/p99 jitter and mean CPU per tick, in µs."""
-        def pct(values: deque[float], q: float) -> float | None:
-            if not values:
-                return None
-            ordered = sorted(values)
-            return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6
-
-        cpu = self.cpu_s
-        return {"ticks": self.ticks, "jitter_p50_us": pct(self.jitter_s, 0.5),
-                "jitter_p99_us": pct(self.jitter_s, 0.99),
-                "cpu_mean_us": sum(cpu) / len(cpu) * 1e6 if cpu else None}
 
 
 def frames_for(frames: list[Frame], device_name: str) -> list[Frame]:

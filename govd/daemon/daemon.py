@@ -11,10 +11,10 @@ that could not be put back, for `govd restore`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +22,10 @@ from typing import Any
 
 from govd.conf.load import ConfigError, load_config
 from govd.conf.schema import Config
-from govd.daemon.device_runner import DeviceRunner
+from govd.daemon.device_runner import DeviceRunner, RunnerSettings, close_device
 from govd.daemon.governed import SetupError, build_governor, find_devices, select
-from govd.daemon.loop import Clock, DeadlineScheduler, Tick
+from govd.daemon.hotplug import DeviceWatch
+from govd.daemon.loop import Clock, DeadlineScheduler, Tick, TickStats
 from govd.daemon.record import TraceRecorder, trace_path
 from govd.daemon.signals import SignalFlags
 from govd.daemon.state import (
@@ -37,9 +38,11 @@ from govd.daemon.state import (
     save_state,
 )
 from govd.daemon.status import write_status
-from govd.device.base import DeviceError
+from govd.device.base import Device, DeviceError
 from govd.device.discovery import SYS
-from govd.sources.base import FrameSource
+from govd.device.discovery import reopen as discovery_reopen
+from govd.governor import Governor
+from govd.sources.base import Frame, FrameSource
 from govd.sources.busy import BusySource
 from govd.sources.mangohud import MangoHudSource
 from govd.sources.socket import SocketSource
@@ -54,8 +57,9 @@ STATUS_EVERY_S = 1.0
 """How often the status file is written (wall clock). Units: s."""
 SUSPEND_GAP_S = 1.0
 """A jump of CLOCK_BOOTTIME over CLOCK_MONOTONIC larger than this means the machine slept."""
-TICK_HISTORY = 4096
-"""Ticks kept for the jitter and CPU statistics."""
+REOPEN_WHEN_BACK = frozenset({"nvml"})
+"""Backends whose handle dies with the device (an NVML handle after GPU_IS_LOST or a driver
+reload): a paused runner reopens these from their saved state. A sysfs device keeps its path."""
 
 
 class StartError(Exception):
@@ -80,31 +84,24 @@ class Options:
     should_stop: Callable[[], bool] | None = None
     """Polled every tick; True ends the run as a signal would."""
     status_file: Path | None = None
+    rescan_s: float | None = None
+    """Seconds between rescans for new devices; None: only on udev events on the real /sys,
+    every `RESCAN_S` elsewhere; 0: never."""
+    suspend_offset_s: Callable[[], float] = field(default_factory=lambda: suspend_offset_s)
+    """CLOCK_BOOTTIME minus CLOCK_MONOTONIC (s): grows by the time the machine slept."""
 
 
-@dataclass
-class TickStats:
-    """Recent ticks' jitter (start − deadline, s) and CPU time (s)."""
-
-    jitter_s: deque[float] = field(default_factory=lambda: deque(maxlen=TICK_HISTORY))
-    cpu_s: deque[float] = field(default_factory=lambda: deque(maxlen=TICK_HISTORY))
-    ticks: int = 0
-
-    def summary(self) -> dict[str, float | int | None]:
-        """p50/p99 jitter and mean CPU per tick, in µs."""
-        def pct(values: deque[float], q: float) -> float | None:
-            if not values:
-                return None
-            ordered = sorted(values)
-            return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6
-
-        cpu = self.cpu_s
-        return {"ticks": self.ticks, "jitter_p50_us": pct(self.jitter_s, 0.5),
-                "jitter_p99_us": pct(self.jitter_s, 0.99),
-                "cpu_mean_us": sum(cpu) / len(cpu) * 1e6 if cpu else None}
+def frames_for(frames: list[Frame], device_name: str) -> list[Frame]:
+    """The frames that belong to ``device_name``: those sent with its ``device=`` key, and those
+    sent without one (they belong to every device)."""
+    if all(f.device is None for f in frames):
+        return frames
+    return [f for f in frames if f.device is None or f.device == device_name]
 
 
-def _suspend_offset_s() -> float:
+def suspend_offset_s() -> float:
+    """How long the machine has been suspended since boot (CLOCK_BOOTTIME counts suspend,
+    CLOCK_MONOTONIC does not). Units: s."""
     return time.clock_gettime(time.CLOCK_BOOTTIME) - time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
@@ -125,7 +122,7 @@ class Daemon:
         self.ready_s: float | None = None
         """Wall-clock seconds from `run()` to READY (the bench's start-to-ready)."""
         self._metrics_server: MetricsServer | None = None
-        self._hotplug: Any = None
+        self._watch = DeviceWatch(options.sysfs_root, options.rescan_s)
         self._carried: list[dict[str, Any]] = []
         self._state_file = Path(self.config.state_file)
         self._scheduler: DeadlineScheduler | None = None
@@ -155,29 +152,55 @@ class Daemon:
             )
         built = [(device, *build_governor(self.config, device)) for device in devices]
         # Before the first write: the state found goes to disk, so a crash loses nothing.
-        state = SavedState([d.save() for d in devices] + self._carried,
-                           str(self.options.sysfs_root))
-        save_state(self._state_file, state)
+        self._save_state(devices)
         self._wrote_state = True
         self.source = self._open_source()
         if self.config.metrics.enabled:
             self._start_metrics()
-        interval_s = self.config.logging.summary_interval_s
-        busy = self.config.frames.source == "busy"
         for device, governor, settings in built:
-            recorder = None
-            if self.options.record is not None:
-                path = trace_path(self.options.record, device.name, len(built))
-                recorder = TraceRecorder(path, settings.counters)
-            summary = DeviceSummary(log, device.name, interval_s) if interval_s > 0 else None
-            self.runners.append(DeviceRunner(
-                device, governor, settings, self.limiter, summary, self.metrics, recorder,
-                BusySource(app=device.name) if busy else None,
-            ))
-        self._start_hotplug()
+            self.runners.append(self._runner(device, governor, settings, len(built)))
+        self._watch.start([d.name for d in devices])
         names = ", ".join(f"{r.name} ({r.settings.policy})" for r in self.runners)
         log.info("governing %s every %d ms", names, self.config.period_ms)
         self.notifier.ready(f"governing {names}")
+
+    def _save_state(self, devices: list[Device]) -> None:
+        """Write the state file: each device's state as found, and what a crashed run left."""
+        state = SavedState([d.save() for d in devices] + self._carried,
+                           str(self.options.sysfs_root))
+        save_state(self._state_file, state)
+
+    def _runner(self, device: Device, governor: Governor, settings: RunnerSettings,
+                devices: int) -> DeviceRunner:
+        recorder = None
+        if self.options.record is not None:
+            path = trace_path(self.options.record, device.name, devices)
+            recorder = TraceRecorder(path, settings.counters)
+        interval_s = self.config.logging.summary_interval_s
+        summary = DeviceSummary(log, device.name, interval_s) if interval_s > 0 else None
+        busy = self.config.frames.source == "busy"
+        reopen = None
+        if device.backend in REOPEN_WHEN_BACK:
+            reopen = functools.partial(discovery_reopen, sysfs_root=self.options.sysfs_root)
+        return DeviceRunner(
+            device, governor, settings, self.limiter, summary, self.metrics, recorder,
+            BusySource(app=device.name) if busy else None, reopen,
+        )
+
+    def _take_new(self, now_s: float) -> None:
+        """Govern the devices that appeared since start: each one's state goes to the state
+        file (with every other's) before its runner may write to it."""
+        for device in self._watch.new_devices(self.config, now_s):
+            try:
+                governor, settings = build_governor(self.config, device)
+                self._save_state([r.device for r in self.runners] + [device])
+            except (SetupError, StateFileError, DeviceError, OSError) as exc:
+                log.error("%s: appeared but cannot be governed: %s", device.name, exc)
+                close_device(device)
+                continue
+            # Several devices now: the new one's trace goes beside the others, named after it.
+            self.runners.append(self._runner(device, governor, settings, 2))
+            log.info("%s: appeared; governing it (%s)", device.name, settings.policy)
 
     def _restore_stale(self) -> None:
         state = load_state(self._state_file)
@@ -218,18 +241,6 @@ class Daemon:
         self._metrics_server = start_metrics_server(self.metrics, host.strip("[]"), int(port))
         log.info("metrics on http://%s/metrics", self.config.metrics.listen)
 
-    def _start_hotplug(self) -> None:
-        if self.options.sysfs_root != SYS:
-            return  # udev knows only the real /sys; paused devices are probed by back-off
-        try:
-            from govd.device.discovery import HotplugMonitor
-
-            self._hotplug = HotplugMonitor()
-            self._hotplug.start()
-        except Exception as exc:  # no netlink (containers): the back-off probing still works
-            log.warning("no udev hot-plug events (%s); vanished devices are probed instead", exc)
-            self._hotplug = None
-
     # -- the loop ------------------------------------------------------------------------------
     def _loop(self, signals: SignalFlags) -> None:
         clock = self.clock
@@ -238,7 +249,8 @@ class Daemon:
             lambda loop_s: signals.wait(clock.to_wall_s(loop_s)),
         )
         next_status_s = time.monotonic()
-        suspend_offset_s = _suspend_offset_s()
+        offset_now_s = self.options.suspend_offset_s
+        suspend_offset_s = offset_now_s()
         should_stop = self.options.should_stop
         while signals.stop is None and not (should_stop is not None and should_stop()):
             if signals.reload:
@@ -248,7 +260,7 @@ class Daemon:
             if tick is None:
                 continue
             cpu_start_s = time.thread_time()
-            offset_s = _suspend_offset_s()
+            offset_s = offset_now_s()
             if offset_s - suspend_offset_s > SUSPEND_GAP_S:
                 log.info("resumed from suspend: writing the chosen levels again")
                 for runner in self.runners:
@@ -268,24 +280,15 @@ class Daemon:
 
     def _tick(self, tick: Tick) -> None:
         now_s = tick.started_s
-        self._hotplug_events(now_s)
+        self._watch.events(now_s, self.runners)
+        if self._watch.rescan_due(now_s):
+            self._take_new(now_s)
         frames = self.source.drain() if self.source is not None else []
         interval_s = tick.interval_s
         for runner in self.runners:
-            runner.tick(now_s, interval_s, frames)
+            runner.tick(now_s, interval_s, frames_for(frames, runner.name))
             if tick.overruns and self.metrics is not None:
                 self.metrics.record_overrun(runner.name)
-
-    def _hotplug_events(self, now_s: float) -> None:
-        while self._hotplug is not None and (event := self._hotplug.poll(0)) is not None:
-            for runner in self.runners:
-                if event.name != runner.name and event.sys_path != getattr(
-                        runner.device, "path", None):
-                    continue
-                if event.action in ("remove", "unbind"):
-                    runner.gone(now_s)
-                else:
-                    runner.probe_soon()
 
     def status(self) -> dict[str, Any]:
         """Everything the status file holds."""
@@ -368,6 +371,7 @@ class Daemon:
                           runner.name, exc, self._state_file)
                 failed.append(runner.device.save())
             runner.close()
+        self._watch.close()
         for closing in (self.source, self._metrics_server):
             if closing is not None:
                 closing.close()

@@ -94,7 +94,10 @@ class DeviceRunner:
         metrics: Metrics | None = None,
         recorder: TraceRecorder | None = None,
         busy_source: BusySource | None = None,
+        reopen: Callable[[dict[str, Any]], Device] | None = None,
     ) -> None:
+        """``reopen`` rebuilds the device from its `Device.save` data when a paused device's
+        handle cannot come back by itself (NVML after a driver reload); None: probe it as is."""
         self.device = device
         self.governor = governor
         self.settings = settings
@@ -103,6 +106,7 @@ class DeviceRunner:
         self.metrics = metrics
         self.recorder = recorder
         self.busy_source = busy_source
+        self.reopen = reopen
         self.paused: str | None = None
         """Why the device is not governed now (None while it is)."""
         self.energy_j = 0.0
@@ -310,12 +314,12 @@ class DeviceRunner:
             return False
         try:
             self.device.read()
+        except DeviceGone as exc:
+            if not self._reopened():
+                self._still_not_answering(now_s, exc)
+                return False
         except DeviceError as exc:
-            # counted in the open episode, reported with it when it ends
-            self.limiter.warn((self.name, self.paused or "gone"), now_s,
-                              f"{self.name}: still not answering ({exc})", error=str(exc))
-            self._next_probe_s = now_s + self._retry_s
-            self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)
+            self._still_not_answering(now_s, exc)
             return False
         log_fields(log, logging.INFO, f"{self.name}: answers again; governing it afresh",
                    device=self.name, was=self.paused)
@@ -324,6 +328,36 @@ class DeviceRunner:
         self.governor.reset()
         self._meter.reset()
         self._applied_mhz = None
+        return True
+
+    def _still_not_answering(self, now_s: float, exc: DeviceError) -> None:
+        """A probe failed: counted in the open episode (reported with it when it ends), and
+        the next probe backs off further."""
+        self.limiter.warn((self.name, self.paused or "gone"), now_s,
+                          f"{self.name}: still not answering ({exc})", error=str(exc))
+        self._next_probe_s = now_s + self._retry_s
+        self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)
+
+    def _reopened(self) -> bool:
+        """Swap in a fresh handle on the device (``reopen``) if it answers. The saved state
+        moves across, so the device is still put back as found."""
+        if self.reopen is None:
+            return False
+        saved = self.device.save()
+        # The stale handle goes first: NVML starts a fresh session only once the last
+        # reference to the dead one is given back (closing twice is harmless).
+        close_device(self.device)
+        try:
+            device = self.reopen(saved)
+        except (DeviceError, OSError, KeyError, ValueError):
+            return False
+        try:
+            device.read()
+        except DeviceError:
+            close_device(device)
+            return False
+        self.device = device
+        self.counts["reopened"] += 1
         return True
 
     # -- status --------------------------------------------------------------------------------
@@ -362,9 +396,18 @@ class DeviceRunner:
         return {k: _finite_or_none(v) if isinstance(v, float) else v for k, v in status.items()}
 
     def close(self) -> None:
-        """Close the trace file (the device itself is restored by the daemon)."""
+        """Close the trace file and release the device's handle (the daemon restores the
+        device first)."""
         if self.recorder is not None:
             self.recorder.close()
+        close_device(self.device)
+
+
+def close_device(device: Device) -> None:
+    """Release a device's handle where it holds one (an NVML session reference); no restore."""
+    close = getattr(device, "close", None)
+    if close is not None:
+        close()
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+TICK_HISTORY = 4096
+"""Ticks kept for the jitter and CPU statistics."""
 
 
 class Clock:
@@ -108,3 +112,25 @@ class DeadlineScheduler:
         self._index += 1
         self.ticks += 1
         return tick
+
+
+@dataclass
+class TickStats:
+    """Recent ticks' jitter (start − deadline, s) and CPU time (s)."""
+
+    jitter_s: deque[float] = field(default_factory=lambda: deque(maxlen=TICK_HISTORY))
+    cpu_s: deque[float] = field(default_factory=lambda: deque(maxlen=TICK_HISTORY))
+    ticks: int = 0
+
+    def summary(self) -> dict[str, float | int | None]:
+        """p50/p99 jitter and mean CPU per tick, in µs."""
+        def pct(values: deque[float], q: float) -> float | None:
+            if not values:
+                return None
+            ordered = sorted(values)
+            return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6
+
+        cpu = self.cpu_s
+        return {"ticks": self.ticks, "jitter_p50_us": pct(self.jitter_s, 0.5),
+                "jitter_p99_us": pct(self.jitter_s, 0.99),
+                "cpu_mean_us": sum(cpu) / len(cpu) * 1e6 if cpu else None}

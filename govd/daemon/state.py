@@ -51,9 +51,10 @@ class SavedState:
         ) + "\n"
 
 
-def write_atomically(path: Path, text: str, mode: int) -> None:
+def write_atomically(path: Path, text: str, mode: int, durable: bool = True) -> None:
     """Replace ``path`` by ``text`` with permissions ``mode``: written to a temporary file in the
-    same folder (created with ``mode``, never wider), flushed to disk, then renamed over."""
+    same folder (created with ``mode``, never wider), flushed to disk (``durable``: fsync of the
+    file and its folder, so a power cut keeps it), then renamed over."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
@@ -62,12 +63,15 @@ def write_atomically(path: Path, text: str, mode: int) -> None:
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
+    if not durable:
+        return
     with contextlib.suppress(OSError):
         dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:

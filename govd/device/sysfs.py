@@ -15,16 +15,44 @@ from typing import Any
 
 from govd.device.base import Device, DeviceError, DeviceGone, WriteRefused
 
+_SYS = Path("/sys")
 _GONE = {errno.ENODEV, errno.ENOENT, errno.ENXIO}
 _REFUSED = {errno.EINVAL, errno.EACCES, errno.EPERM, errno.EBUSY, errno.EROFS, errno.ERANGE}
 
 
+_READ_BYTES = 8192
+"""A sysfs attribute holds at most a page: one read(2) of this size takes it whole, and a
+shorter answer is the end of the file (no second read(2) to find the end)."""
+_O_READ = os.O_RDONLY | os.O_CLOEXEC
+
+
+def _read_to_end(fd: int, offset: int | None) -> bytes:
+    """Everything from ``offset`` (None: the fd's position) to the end of the file."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, _READ_BYTES) if offset is None else os.pread(fd, _READ_BYTES, offset)
+        chunks.append(chunk)
+        if len(chunk) < _READ_BYTES:
+            return b"".join(chunks)
+        if offset is not None:
+            offset += len(chunk)
+
+
 class SysfsIO:
-    """The only door to sysfs files. Raises OSError; `SysfsDevice` turns that into typed errors."""
+    """The only door to sysfs files. Raises OSError; `SysfsDevice` turns that into typed errors.
+
+    Each read opens the file by path, so a tree whose files are replaced (the simulated GPU
+    renames new versions in) or moved away (fixtures unplugging a device) is read as it is now.
+    Reads go through ``os`` calls, not pathlib: a tick reads several files and pathlib's
+    path handling was most of a tick's cost."""
 
     def read_text(self, path: Path) -> str:
         """The file's content, stripped of surrounding white space."""
-        return path.read_text().strip()
+        fd = os.open(path, _O_READ)
+        try:
+            return _read_to_end(fd, None).decode().strip()
+        finally:
+            os.close(fd)
 
     def write_text(self, path: Path, value: str) -> None:
         """Write ``value`` in one write(2), as sysfs expects (a partial write is a refused one)."""
@@ -34,6 +62,37 @@ class SysfsIO:
     def writable(self, path: Path) -> bool:
         """Whether this process may write ``path``."""
         return os.access(path, os.W_OK)
+
+    def close(self) -> None:
+        """Release what is held open (nothing here)."""
+
+
+class KeptOpenSysfsIO(SysfsIO):
+    """Reads for the kernel's own /sys: each file is opened once and re-read with ``pread`` at
+    offset 0, which makes sysfs produce the value afresh. The kernel never replaces an
+    attribute file; when its device goes away the open file answers ENODEV, and then (on any
+    error) the fd is dropped, so the next read opens the path again and sees what is there."""
+
+    def __init__(self) -> None:
+        self._fds: dict[Path, int] = {}
+
+    def read_text(self, path: Path) -> str:
+        """The file's content now, stripped of surrounding white space."""
+        fd = self._fds.get(path)
+        if fd is None:
+            fd = self._fds[path] = os.open(path, _O_READ)
+        try:
+            return _read_to_end(fd, 0).decode().strip()
+        except OSError:
+            del self._fds[path]
+            os.close(fd)
+            raise
+
+    def close(self) -> None:
+        """Close every file held open."""
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            os.close(fd)
 
 
 def typed_error(exc: OSError, path: Path, action: str) -> DeviceError:
@@ -56,7 +115,7 @@ class SysfsDevice(Device):
     def __init__(self, path: Path, sysfs_root: Path = Path("/sys"), io: SysfsIO | None = None):
         self.path = Path(path)
         self.sysfs_root = Path(sysfs_root)
-        self.io = io or SysfsIO()
+        self.io = io or (KeptOpenSysfsIO() if self.sysfs_root == _SYS else SysfsIO())
         self.name = self.path.name
         self._saved_state: dict[str, Any] | None = None
         # what the last set_level chose, in the backend's own terms (Hz, MHz, level index), so
@@ -65,10 +124,18 @@ class SysfsDevice(Device):
         # rel_dir → (file, "energy" | "power") or None: globbing hwmon every tick was most of
         # a tick's cost; the cache is dropped when a read fails (hwmon renumbered on reload)
         self._hwmon_files: dict[str, tuple[str, str] | None] = {}
+        self._paths: dict[str, Path] = {}
 
     # -- file access, the only place OSError is caught -------------------------------------
+    def _file(self, rel: str) -> Path:
+        # Joined once per file: pathlib's joining costs more than the read itself.
+        path = self._paths.get(rel)
+        if path is None:
+            path = self._paths[rel] = self.path / rel
+        return path
+
     def _read(self, rel: str) -> str:
-        path = self.path / rel
+        path = self._file(rel)
         try:
             return self.io.read_text(path)
         except OSError as exc:
@@ -89,7 +156,7 @@ class SysfsDevice(Device):
             raise typed_error(exc, path, f"write {value!r} to") from exc
 
     def _has(self, rel: str) -> bool:
-        return (self.path / rel).exists()
+        return os.path.exists(self._file(rel))
 
     def _writable(self, *rels: str) -> list[str]:
         """The files among ``rels`` this process may not write."""
@@ -183,6 +250,10 @@ class SysfsDevice(Device):
             "path": rel_path,
             "state": dict(self._saved_state or {}),
         }
+
+    def close(self) -> None:
+        """Release the files held open (does not restore)."""
+        self.io.close()
 
     def restore(self) -> None:
         """Put back the saved state; does nothing when govd never wrote. Idempotent."""

@@ -20,6 +20,8 @@ class Frame:
     """Application name (process name, or the sender's ``app=`` key)."""
     target_fps: float | None = None
     """Frame-rate target the sender asked for, if any (the config decides whether it counts)."""
+    device: str | None = None
+    """The governed device the frame ran on (the socket's ``device=`` key); None: every one."""
 
 
 class FrameSource(ABC):

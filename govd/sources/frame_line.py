@@ -1,5 +1,11 @@
 """The frame-socket protocol: one ``F <gpu_time_us> [key=value ...]`` line per frame.
 
+Keys govd reads: ``app=NAME`` (the application, for per-application targets), ``target_fps=F``
+(the frame rate the sender asks for) and ``device=NAME`` (the governed device the frame ran on,
+as `govd devices` names it: ``card0``, ``fde60000.gpu``, ``nvidia0``). A frame without
+``device=`` belongs to every governed device, which is right when there is only one. Other keys
+are ignored, so a newer sender keeps working with an older govd.
+
 A line either parses into a `FrameLine` or is rejected with a short reason (a stable word used as a
 counter name in the source's `stats`), so a misbehaving sender costs a counter, never the daemon.
 """
@@ -16,6 +22,8 @@ MAX_TARGET_FPS = 1000.0
 """Highest frame-rate target a sender may ask for. Units: frames/s."""
 MAX_APP_CHARS = 64
 """Longest ``app=`` value kept (longer ones are cut, not rejected)."""
+MAX_DEVICE_CHARS = 64
+"""Longest ``device=`` value accepted (sysfs names are far shorter)."""
 
 # Plain decimal or scientific notation only: float() would also take "1_000", "nan" and "inf".
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -33,6 +41,7 @@ REASONS = (
     "malformed_key",  # a token after the time that is not key=value
     "bad_target_fps",
     "bad_app",  # empty or non-printable app name
+    "bad_device",  # empty, non-printable or overlong device name
 )
 
 
@@ -46,6 +55,8 @@ class FrameLine:
     """The sender's ``app=`` value, if it gave one."""
     target_fps: float | None
     """The sender's ``target_fps=`` value, if it gave one. Units: frames/s."""
+    device: str | None = None
+    """The sender's ``device=`` value: the device the frame ran on; None: every device."""
 
 
 class LineRejected(ValueError):
@@ -83,6 +94,7 @@ def parse_frame_line(raw: bytes) -> FrameLine:
         raise LineRejected("non_positive")
     app: str | None = None
     target_fps: float | None = None
+    device: str | None = None
     for token in tokens[2:]:
         key, sep, value = token.partition("=")
         if not sep or not key:
@@ -99,5 +111,11 @@ def parse_frame_line(raw: bytes) -> FrameLine:
             if not (math.isfinite(fps) and 0 < fps <= MAX_TARGET_FPS):
                 raise LineRejected("bad_target_fps")
             target_fps = fps
+        elif key == "device":
+            # Not cut as app= is: a cut name would match no device and the frame vanish unseen.
+            if not value or not value.isprintable() or len(value) > MAX_DEVICE_CHARS:
+                raise LineRejected("bad_device")
+            device = value
         # Unknown keys are ignored so that newer senders keep working with an older govd.
-    return FrameLine(gpu_time_ms=time_us / 1000.0, app=app, target_fps=target_fps)
+    return FrameLine(gpu_time_ms=time_us / 1000.0, app=app, target_fps=target_fps,
+                     device=device)

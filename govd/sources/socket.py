@@ -172,6 +172,7 @@ class SocketSource(FrameSource):
                     uid=uid,
                     app=line.app if line.app is not None else self._senders.name(pid, now_s),
                     target_fps=line.target_fps,
+                    device=line.device,
                 )
             )
             counts["accepted"] += 1

@@ -1,0 +1,209 @@
+"""The daemon in-process on devfreq fixture trees: suspend/resume, devices appearing after start,
+frames routed by their ``device=`` key, and the MangoHud and busy frame sources.
+
+Each test runs the real loop (10 ms period) until a condition holds, through `Options.should_stop`,
+which is polled once per tick: the condition is what the test waits for, never a sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from govd.conf.schema import Config
+from govd.daemon.daemon import Daemon, Options, frames_for
+from govd.daemon.device_runner import DeviceRunner
+from govd.sources.base import Frame
+from tests.sysfs_fixtures import adreno_msm, mali_panfrost
+
+MALI, ADRENO = "fde60000.gpu", "5000000.gpu"
+MAX_TICKS = 2000  # a bound that only a broken daemon reaches; nothing here asserts on speed
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    # AF_UNIX paths are limited to 108 bytes: pytest's tmp_path can be longer.
+    with tempfile.TemporaryDirectory(prefix="govd-", dir="/tmp") as d:
+        yield Path(d)
+
+
+def config(tmp: Path, **extra: Any) -> Config:
+    data: dict[str, Any] = {
+        "period_ms": 10, "policy": {"name": "performance"}, "state_file": str(tmp / "state.json"),
+        "frames": {"source": "socket", "socket": {"path": str(tmp / "f.sock"), "group": None}},
+        "logging": {"summary_interval_s": 0},
+    }
+    return Config.model_validate({**data, **extra})
+
+
+def run_until(
+    daemon: Daemon, done: Callable[[Daemon], bool], each_tick: Callable[[Daemon], None]
+) -> None:
+    """Run the daemon until ``done(daemon)`` (checked every tick, after ``each_tick``)."""
+    def should_stop() -> bool:
+        each_tick(daemon)
+        assert daemon.stats.ticks < MAX_TICKS, "condition never met"
+        return done(daemon)
+
+    daemon.options.should_stop = should_stop
+    assert daemon.run() == 0
+
+
+def runner(daemon: Daemon, name: str) -> DeviceRunner:
+    [found] = [r for r in daemon.runners if r.name == name]
+    return found
+
+
+def nothing(_: Daemon) -> None:
+    pass
+
+
+def test_resume_from_suspend_rewrites_each_device_once_though_the_level_did_not_change(
+        short_dir):
+    root = short_dir / "sys"
+    mali_panfrost(root, governor="userspace")
+    adreno_msm(root, governor="userspace")
+    slept = {"s": 0.0}
+
+    def sleep_once(daemon: Daemon) -> None:
+        if daemon.stats.ticks == 5:
+            slept["s"] = 30.0  # CLOCK_BOOTTIME ran 30 s ahead of CLOCK_MONOTONIC
+
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root,
+                            suspend_offset_s=lambda: slept["s"]))
+    run_until(daemon, lambda d: d.stats.ticks >= 15, sleep_once)
+    # performance: the same level all along; one write at start, one after the resume
+    assert [r.counts["writes"] for r in daemon.runners] == [2, 2]
+
+
+def test_no_rewrite_without_a_suspend(short_dir):
+    root = short_dir / "sys"
+    mali_panfrost(root, governor="userspace")
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root, suspend_offset_s=lambda: 0.5))
+    run_until(daemon, lambda d: d.stats.ticks >= 10, nothing)
+    assert daemon.runners[0].counts["writes"] == 1
+
+
+def test_device_appearing_after_start_is_saved_to_the_state_file_then_governed(short_dir):
+    root = short_dir / "sys"
+    mali_panfrost(root, governor="userspace")
+    seen: dict[str, Any] = {}
+
+    def plug_and_watch(daemon: Daemon) -> None:
+        if daemon.stats.ticks == 3:
+            adreno_msm(root, governor="userspace")
+        if len(daemon.runners) == 2 and "state" not in seen:
+            seen["state"] = json.loads((short_dir / "state.json").read_text())
+
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root, rescan_s=0.02))
+    run_until(daemon, lambda d: len(d.runners) == 2 and runner(d, ADRENO).counts["writes"] > 0,
+              plug_and_watch)
+    saved = {d["name"]: d for d in seen["state"]["devices"]}
+    assert set(saved) == {MALI, ADRENO}
+    # saved before govd's first write: the kernel still said "undefined" in set_freq then
+    assert "set_freq_hz" not in saved[ADRENO]["state"]
+    assert (root / f"devices/platform/{ADRENO}/devfreq/{ADRENO}/userspace/set_freq"
+            ).read_text().strip() != "undefined"
+    assert not (short_dir / "state.json").exists()  # clean stop: both restored, file removed
+
+
+def test_device_refused_by_the_configuration_is_not_taken_when_it_appears(short_dir):
+    root = short_dir / "sys"
+    mali_panfrost(root, governor="userspace")
+
+    def plug(daemon: Daemon) -> None:
+        if daemon.stats.ticks == 2:
+            adreno_msm(root, governor="userspace")
+
+    cfg = config(short_dir, devices=[{"name": ADRENO, "enabled": False}])
+    daemon = Daemon(Options(cfg, sysfs_root=root, rescan_s=0.01))
+    run_until(daemon, lambda d: d.stats.ticks >= 20, plug)
+    assert [r.name for r in daemon.runners] == [MALI]
+
+
+def test_frames_without_a_device_key_go_to_every_device_and_keyed_ones_to_theirs():
+    frames = [Frame(1.0), Frame(2.0, device=MALI), Frame(3.0, device="card9")]
+    assert [f.gpu_time_ms for f in frames_for(frames, MALI)] == [1.0, 2.0]
+    assert [f.gpu_time_ms for f in frames_for(frames, ADRENO)] == [1.0]
+    unkeyed = [Frame(1.0)]
+    assert frames_for(unkeyed, ADRENO) is unkeyed  # the common case copies nothing
+
+
+def test_socket_frames_keyed_to_one_device_reach_only_that_device(short_dir):
+    root = short_dir / "sys"
+    mali_panfrost(root, governor="userspace")
+    adreno_msm(root, governor="userspace")
+    sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+
+    def send(daemon: Daemon) -> None:
+        if daemon.stats.ticks >= 2:
+            sender.sendto(f"F 8000 device={MALI}\n".encode(), str(short_dir / "f.sock"))
+
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+    try:
+        run_until(daemon, lambda d: runner(d, MALI).status()["frame_ms"] is not None, send)
+    finally:
+        sender.close()
+    assert runner(daemon, MALI).status()["frame_ms"] == pytest.approx(8.0)
+    assert runner(daemon, ADRENO).status()["frame_ms"] is None
+
+
+def test_mangohud_rows_appended_to_the_newest_log_drive_the_governor(short_dir):
+    root = short_dir / "sys"
+    mali_panfrost(root, governor="userspace")
+    logs = short_dir / "mangohud"
+    logs.mkdir()
+    log = logs / "game_2026-01-02_03-04-05.csv"
+    log.write_text("os,cpu,gpu,ram,kernel,driver,cpuscheduler\nLinux,cpu,gpu,1,6.1,mesa,\n"
+                   "fps,frametime,gpu_load,elapsed\n")
+
+    def grow(daemon: Daemon) -> None:
+        if daemon.stats.ticks >= 2:
+            with open(log, "a") as f:
+                f.write(f"80.0,12.5,90,{daemon.stats.ticks * 10_000_000}\n")
+
+    cfg = config(short_dir, frames={"source": "mangohud", "mangohud": {"dir": str(logs),
+                                                                      "rescan_s": 0.01}})
+    daemon = Daemon(Options(cfg, sysfs_root=root))
+    run_until(daemon, lambda d: (d.runners[0].status()["frame_ms"] or 0) > 0, grow)
+    status = daemon.runners[0].status()
+    assert status["frame_ms"] == pytest.approx(12.5)
+
+
+def test_busy_source_decisions_follow_busy_time_without_any_frame(short_dir):
+    root = short_dir / "sys"
+    path, _ = mali_panfrost(root, governor="userspace", busy_percent=97)
+    busy_file = path.parent.parent / "gpu_busy_percent"
+    levels: list[float] = []
+
+    def quiet_later(daemon: Daemon) -> None:
+        chosen = daemon.runners[0].status()["chosen_mhz"]
+        if chosen is not None and (not levels or levels[-1] != chosen):
+            levels.append(chosen)
+        if daemon.stats.ticks == 10:
+            busy_file.write_text("5\n")
+
+    cfg = config(short_dir, policy={"name": "ondemand"}, min_dwell_ms=0,
+                 frames={"source": "busy"})
+    daemon = Daemon(Options(cfg, sysfs_root=root))
+    run_until(daemon, lambda d: d.stats.ticks >= 20, quiet_later)
+    assert levels[0] == 800.0  # 97 % busy: ondemand goes to the top
+    assert levels[-1] < 800.0  # 5 % busy: it comes down
+    assert daemon.runners[0].status()["frame_ms"] > 0  # pseudo-frames from busy time
+    assert daemon.source is None  # no frame source at all: only busy time
+
+
+def test_device_key_is_parsed_and_a_bad_one_rejects_the_line():
+    from govd.sources.frame_line import LineRejected, parse_frame_line
+
+    assert parse_frame_line(b"F 1000 app=game device=card1").device == "card1"
+    assert parse_frame_line(b"F 1000").device is None
+    for bad in (b"F 1000 device=", b"F 1000 device=" + b"x" * 65):
+        with pytest.raises(LineRejected, match="bad_device"):
+            parse_frame_line(bad)

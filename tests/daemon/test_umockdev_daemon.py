@@ -1,0 +1,31 @@
+"""The daemon on a /sys that pyudev really sees (umockdev): a GPU plugged after start is taken."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+UMOCKDEV = REPO / "tests" / "umockdev"
+
+
+@pytest.mark.skipif(shutil.which("umockdev-run") is None, reason="umockdev-run not installed")
+def test_gpu_plugged_after_start_is_taken_through_the_udev_add_event(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO), LD_PRELOAD="libumockdev-preload.so.0")
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "umockdev_daemon.py"),
+         str(UMOCKDEV / "i915-gen9.umockdev"), str(UMOCKDEV / "mali-panfrost.umockdev"),
+         str(tmp_path)],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["before"] == ["card0"]
+    assert seen["after"] == ["card0", "fde60000.gpu"]
+    assert seen["state"] == ["card0", "fde60000.gpu"]  # saved before its runner could write
+    assert seen["exit"] == 0

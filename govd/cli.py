@@ -1,7 +1,10 @@
 """The `govd` command line: one sub-command per module, each a thin driver.
 
-Each module listed in `COMMANDS` defines ``register(subparsers)``, which adds its parser and sets
-``func(args) -> int`` as the parser default. Errors the user can fix are printed as one line.
+`COMMANDS` maps each sub-command to the module that defines ``register(subparsers)``, which adds
+its parser(s) and sets ``func(args) -> int`` as the parser default. Only the module of the
+command asked for is imported: `govd status` or `govd restore` then starts in a fraction of a
+second and loads no compiled kernels (numba needs a writable cache folder, which an ordinary user
+without a home may lack). Errors the user can fix are printed as one line.
 """
 
 from __future__ import annotations
@@ -13,23 +16,28 @@ from importlib import import_module
 
 from govd import __version__
 
-COMMANDS: list[str] = [
-    "govd.device.cli",
-    "govd.conf.commands",
-    "govd.daemon.run",
-    "govd.eval.cli",
-    "govd.eval.trace_cli",
-    "govd.eval.features_cli",
-    "govd.sim.cli",
-]
+COMMANDS: dict[str, str] = {
+    "devices": "govd.device.cli",
+    "check-config": "govd.conf.commands",
+    "config": "govd.conf.commands",
+    "run": "govd.daemon.run",
+    "restore": "govd.daemon.run",
+    "status": "govd.daemon.run",
+    "eval": "govd.eval.cli",
+    "replay": "govd.eval.trace_cli",
+    "select-features": "govd.eval.features_cli",
+    "sim": "govd.sim.cli",
+}
+"""Sub-command name → the module that registers it (a module may register several)."""
 
 
 class UsageError(Exception):
     """A problem with what the user asked for; printed as one line, exit status 2."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser with every sub-command."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser: with ``command`` one of `COMMANDS`, only that command's module is
+    imported and registered; otherwise every sub-command (for ``--help``)."""
     parser = argparse.ArgumentParser(
         prog="govd",
         description="A user-space DVFS governor for GPUs: an online frame-time and energy "
@@ -37,15 +45,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"govd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMANDS:
+    modules = [COMMANDS[command]] if command in COMMANDS else COMMANDS.values()
+    for module in dict.fromkeys(modules):
         import_module(module).register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `govd` console script; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_list = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in args_list if not a.startswith("-")), None)
+    parser = build_parser(command)
+    args = parser.parse_args(args_list)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -364,6 +364,12 @@ class Daemon:
             return True  # never took a device; a state file there is not ours to touch
         failed: list[dict[str, Any]] = list(self._carried)
         for runner in self.runners:
+            if runner.paused == "contested":
+                # govd stepped back from a device another tool kept setting: restoring what
+                # govd found would undo that tool's choice.
+                log.info("%s: left as the tool that took it set it", runner.name)
+                runner.close()
+                continue
             try:
                 runner.device.restore()
             except (DeviceError, OSError) as exc:

@@ -207,3 +207,19 @@ def test_device_key_is_parsed_and_a_bad_one_rejects_the_line():
     for bad in (b"F 1000 device=", b"F 1000 device=" + b"x" * 65):
         with pytest.raises(LineRejected, match="bad_device"):
             parse_frame_line(bad)
+
+
+def test_device_another_tool_keeps_taking_is_left_to_it_at_stop(short_dir):
+    """A contested device (govd stepped back) is not 'restored' at stop: that would undo the
+    other tool's setting, and the state govd found is no longer what the device should have."""
+    root = short_dir / "sys"
+    devfreq, _ = mali_panfrost(root, governor="userspace")
+
+    def other_tool(daemon: Daemon) -> None:
+        if daemon.stats.ticks >= 3:
+            (devfreq / "governor").write_text("simple_ondemand")
+
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+    run_until(daemon, lambda d: runner(d, MALI).paused == "contested", other_tool)
+    assert (devfreq / "governor").read_text().strip() == "simple_ondemand"
+    assert not (short_dir / "state.json").exists()

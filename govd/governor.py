@@ -15,9 +15,10 @@ import numpy as np
 
 from govd.model.arrays import FloatArray
 from govd.model.online import OnlineModel
+from govd.model.prior import Prior, PriorSeeder
 from govd.model.settings import ModelSettings
 from govd.model.stress import StressDetector, StressSettings
-from govd.model.tick import STRESS_RESET
+from govd.model.tick import STRESS_RESET, WAS_RESET
 from govd.policy.base import Outlook, Policy
 from govd.policy.ondemand import Ondemand
 from govd.target import Target
@@ -84,11 +85,13 @@ class Governor:
         fallback: Policy | None = None,
         fallback_grace_s: float = FALLBACK_GRACE_S,
         stress_settings: StressSettings | None = None,
+        prior: Prior | None = None,
     ) -> None:
         """``levels_mhz``: the device's levels, ascending; ``bounds_mhz``: (min, max) allowed,
         None for all; ``idle_power_w``: known idle power (W) or NaN to learn it; ``fallback``:
         the policy that decides for ``fallback_grace_s`` (s) after model stress (ondemand when
-        None)."""
+        None); ``prior``: clusters of scaling curves that seed the model after its first
+        samples (`govd.model.prior`), None to start from a_init."""
         if not (math.isfinite(fallback_grace_s) and fallback_grace_s >= 0):
             raise ValueError(f"fallback_grace_s must be >= 0 s, got {fallback_grace_s}")
         self.model = OnlineModel(levels_mhz, model_settings, idle_power_w)
@@ -96,6 +99,7 @@ class Governor:
         self.fallback = fallback if fallback is not None else Ondemand()
         self.fallback_grace_s = fallback_grace_s
         self.stress = StressDetector(self.model, stress_settings)
+        self.seeder = PriorSeeder(prior, self.model.levels_mhz) if prior is not None else None
         self.fallback_reason: str | None = None
         """The stress condition whose grace period is running, None when none is."""
         self._grace_left_s = 0.0
@@ -151,6 +155,8 @@ class Governor:
             self._grace_left_s -= sample.interval_s if sample.interval_s > 0 else 0.0
             if self._grace_left_s <= 0:
                 self._end_fallback()
+        if self.seeder is not None:
+            self._seed_from_prior(flags, sample)
         model = self.model
         current = self.nearest_level(sample.freq_mhz)
         self._track_error(current, sample.frame_time_ms)
@@ -176,6 +182,15 @@ class Governor:
         self._expected_level = level
         self._expected_ms = float(model.time_ms[level]) if model.ready else math.nan
         return Decision(level, self._levels[level], view, flags, self.fallback_reason)
+
+    def _seed_from_prior(self, flags: int, sample: Sample) -> None:
+        """Feed the prior's seeder; a model reset (numeric or stress) starts it over."""
+        assert self.seeder is not None
+        if flags & (WAS_RESET | STRESS_RESET):
+            self.seeder.reset()
+        seeded = self.seeder.observe(sample.freq_mhz, sample.frame_time_ms)
+        if seeded is not None:
+            self.model.seed(seeded[1], seeded[2])
 
     def _start_fallback(self, condition: str) -> None:
         """Reset the model and hand decisions to the fallback policy for the grace period (a
@@ -215,6 +230,8 @@ class Governor:
         self.model.reset()
         self.policy.reset()
         self.stress.reset()
+        if self.seeder is not None:
+            self.seeder.reset()
         self.fallback_reason = None
         self._grace_left_s = 0.0
         self.ticks = 0

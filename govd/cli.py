@@ -20,6 +20,7 @@ COMMANDS: list[str] = [
     "govd.eval.cli",
     "govd.eval.trace_cli",
     "govd.eval.features_cli",
+    "govd.eval.prior_cli",
     "govd.sim.cli",
 ]
 

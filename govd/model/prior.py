@@ -148,7 +148,9 @@ def prior_from_json(doc: Any) -> Prior:
             clusters.append(Cluster(time_curve, _finite_array(c, "power_curve", (n,)),
                                     _finite(c, "a0"), _finite(c, "a1_rel"), p0,
                                     int(c["members"])))
-        except (KeyError, TypeError, ValueError) as exc:
+        except KeyError as exc:
+            raise ValueError(f"cluster {i}: missing field {exc}") from exc
+        except (TypeError, ValueError) as exc:
             raise ValueError(f"cluster {i}: {exc}") from exc
     if not clusters:
         raise ValueError("no clusters")

@@ -27,6 +27,7 @@ import numpy as np
 from govd.eval.evaluate import evaluate
 from govd.eval.experiments import offline_vs_online, param_sweep
 from govd.eval.features_cli import select
+from govd.eval.prior_gain import prior_gain, v100_kernel_split
 from govd.formats.sweep import SweepTable, write_sweep
 from govd.model.settings import ModelSettings
 from govd.sim.gpu import simulate
@@ -159,11 +160,37 @@ def mu_sweep(suite: Suite) -> dict[str, Any]:
     return result
 
 
+PRIOR_TRAIN = ("rendering-test", "art3", "game-light")
+PRIOR_TEST = ("game-medium", "game-heavy")
+
+
+def prior(suite: Suite) -> dict[str, Any]:
+    """Offline prior (seed 001) vs a_init = 1 at the start of each phase: graphics trained on
+    three scenarios and measured on the other two; V100 trained and measured on disjoint
+    kernels."""
+    train = [f"{n}-s0" for n in PRIOR_TRAIN]
+    test = [f"{n}-s1" for n in PRIOR_TEST]
+    graphics = prior_gain([suite.graphics[n] for n in train], [suite.graphics[n] for n in test],
+                          Target(fps=60))
+    command = suite.commands(train + test, f"govd fit-prior {suite.files(train)} -o prior.json "
+                             f"--measure {suite.files(test)} --target-fps 60")
+    result: dict[str, Any] = {"graphics": graphics}
+    try:
+        v100_train, v100_test = v100_kernel_split(default_data_dir(), suite.minutes)
+        result["v100"] = prior_gain([v100_train], [v100_test], Target(max_slowdown=0.1))
+        result["v100"]["note"] = "kernels split even/odd in the data's order (not a CLI command)"
+    except NvDvfsError as exc:
+        result["v100"] = f"skipped: {exc}"
+    result["command"] = command
+    return result
+
+
 SECTIONS: list[tuple[str, Callable[[Suite], dict[str, Any]]]] = [
     ("methods", methods),
     ("offline_vs_online", offline),
     ("feature_selection", features),
     ("mu_sweep", mu_sweep),
+    ("prior", prior),
 ]
 
 

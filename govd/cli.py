@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "eval": "govd.eval.cli",
     "replay": "govd.eval.trace_cli",
     "select-features": "govd.eval.features_cli",
+    "fit-prior": "govd.eval.prior_cli",
     "sim": "govd.sim.cli",
 }
 """Sub-command name → the module that registers it (a module may register several)."""

@@ -15,9 +15,10 @@ import numpy as np
 
 from govd.model.arrays import FloatArray
 from govd.model.online import OnlineModel
+from govd.model.prior import Prior, PriorSeeder
 from govd.model.settings import ModelSettings
 from govd.model.stress import StressDetector, StressSettings
-from govd.model.tick import STRESS_RESET
+from govd.model.tick import STRESS_RESET, WAS_RESET
 from govd.model.two_domain import TwoDomainModel, nearest_pair
 from govd.policy.base import Outlook, Policy
 from govd.policy.static import Performance
@@ -91,13 +92,17 @@ class Governor:
         fallback_grace_s: float = FALLBACK_GRACE_S,
         stress_settings: StressSettings | None = None,
         mem_levels_mhz: Sequence[float] | FloatArray | None = None,
+        prior: Prior | None = None,
     ) -> None:
         """``levels_mhz``: the device's levels, ascending; ``bounds_mhz``: (min, max) core
         clock allowed, None for all; ``idle_power_w``: known idle power (W) or NaN to learn it;
         ``fallback``: the policy that decides for ``fallback_grace_s`` (s) after model stress
         (performance when None); ``mem_levels_mhz``: with two clock domains, the memory clock of
         each level (levels are then (core, memory) pairs sorted by core then memory clock),
-        else None."""
+        else None; ``prior``: clusters of scaling curves that seed the model after its first
+        samples (`govd.model.prior`, one clock domain), None to start from a_init."""
+        if prior is not None and mem_levels_mhz is not None:
+            raise ValueError("a prior holds core-clock scaling curves: one clock domain only")
         if not (math.isfinite(fallback_grace_s) and fallback_grace_s >= 0):
             raise ValueError(f"fallback_grace_s must be >= 0 s, got {fallback_grace_s}")
         self.model: OnlineModel
@@ -111,6 +116,7 @@ class Governor:
         self.fallback = fallback if fallback is not None else Performance()
         self.fallback_grace_s = fallback_grace_s
         self.stress = StressDetector(self.model, stress_settings)
+        self.seeder = PriorSeeder(prior, self.model.levels_mhz) if prior is not None else None
         self.fallback_reason: str | None = None
         """The stress condition whose grace period is running, None when none is."""
         self._grace_left_s = 0.0
@@ -177,6 +183,8 @@ class Governor:
             self._grace_left_s -= sample.interval_s if sample.interval_s > 0 else 0.0
             if self._grace_left_s <= 0:
                 self._end_fallback()
+        if self.seeder is not None:
+            self._seed_from_prior(flags, sample)
         model = self.model
         current = self.nearest_level(sample.freq_mhz, sample.mem_freq_mhz)
         self._track_error(current, sample.frame_time_ms)
@@ -205,6 +213,15 @@ class Governor:
         mem_mhz = None if self.mem_levels_mhz is None else float(self.mem_levels_mhz[level])
         return Decision(level, self._levels[level], view, flags,
                         fallback=self.fallback_reason, mem_freq_mhz=mem_mhz)
+
+    def _seed_from_prior(self, flags: int, sample: Sample) -> None:
+        """Feed the prior's seeder; a model reset (numeric or stress) starts it over."""
+        assert self.seeder is not None
+        if flags & (WAS_RESET | STRESS_RESET):
+            self.seeder.reset()
+        seeded = self.seeder.observe(sample.freq_mhz, sample.frame_time_ms)
+        if seeded is not None:
+            self.model.seed(seeded[1], seeded[2])
 
     def _start_fallback(self, condition: str) -> None:
         """Reset the model and hand decisions to the fallback policy for the grace period (a
@@ -244,6 +261,8 @@ class Governor:
         self.model.reset()
         self.policy.reset()
         self.stress.reset()
+        if self.seeder is not None:
+            self.seeder.reset()
         self.fallback_reason = None
         self._grace_left_s = 0.0
         self.ticks = 0

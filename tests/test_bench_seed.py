@@ -19,7 +19,8 @@ def test_every_seed_report_section_has_results_and_its_command(tmp_path: Path) -
                           timeout=300)
     assert done.returncode == 0, done.stderr
     sections = json.loads(out.read_text())["sections"]
-    assert list(sections) == ["methods", "offline_vs_online", "feature_selection", "mu_sweep"]
+    assert list(sections) == ["methods", "offline_vs_online", "feature_selection", "mu_sweep",
+                              "prior"]
     for section in sections.values():
         assert section["command"] and all(c.startswith("govd ") for c in section["command"])
     assert set(sections["methods"]["summary"]) == {"rls", "dcd", "arnlms"}

@@ -152,6 +152,8 @@ class ModelConfig(Section):
         default_factory=list
     )
     dcd: DcdConfig = Field(default_factory=DcdConfig)
+    prior: str | None = None
+    """Prior file from `govd fit-prior` (seeds a0, a1 after the first samples), None for none."""
 
     @model_validator(mode="after")
     def _one_scale_per_counter(self) -> ModelConfig:

@@ -13,6 +13,7 @@ from govd.daemon.device_runner import RunnerSettings
 from govd.device.base import Device
 from govd.device.discovery import SYS, discover, discover_sysfs
 from govd.governor import Governor
+from govd.model.prior import read_prior
 from govd.model.settings import ModelSettings
 from govd.policy.registry import make_policy
 
@@ -96,6 +97,7 @@ def build_governor(config: Config, device: Device) -> tuple[Governor, RunnerSett
             bounds_mhz=(low_mhz, high_mhz), idle_power_w=math.nan if idle_w is None else idle_w,
             fallback=make_policy(policy_config.fallback),
             fallback_grace_s=policy_config.fallback_grace_s,
+            prior=read_prior(config.model.prior) if config.model.prior else None,
         )
     except (ValueError, TypeError, LookupError, OSError) as exc:
         raise SetupError(f"{device.name}: cannot set up policy {policy_config.name!r}: {exc}") \

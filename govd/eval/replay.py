@@ -20,6 +20,7 @@ from govd.formats.sweep import SweepTable
 from govd.governor import Governor, Sample
 from govd.model.arnlms import ArNlmsModel
 from govd.model.arrays import FloatArray, IntArray
+from govd.model.prior import Prior
 from govd.model.settings import ModelSettings
 from govd.policy.base import Policy
 from govd.target import Target
@@ -82,14 +83,16 @@ def replay(
     idle_power_w: float = 0.0,
     progress: Callable[[int], None] | None = None,
     algo: str | None = None,
+    prior: Prior | None = None,
 ) -> Replay:
     """Run ``policy`` (through a fresh Governor) over every unit of ``sweep``.
 
     ``algo``: ``arnlms`` puts the AR-NLMS frame-time predictor (`govd.model.arnlms`) in the
-    governor's model; None or ``rls``/``dcd`` keeps ``settings.algorithm``."""
+    governor's model; None or ``rls``/``dcd`` keeps ``settings.algorithm``. ``prior``: seeds
+    the model (`govd.model.prior`)."""
     settings = settings or ModelSettings()
     gov = Governor(sweep.levels_mhz, policy, target, settings,
-                   mem_levels_mhz=sweep.mem_levels_mhz)
+                   mem_levels_mhz=sweep.mem_levels_mhz, prior=prior)
     if algo == "arnlms":
         # the governor only calls the model's update/predictions, so the AR baseline plugs in
         # without a second governor

@@ -172,6 +172,20 @@ class OnlineModel:
             exponent = np.ceil(np.log2(np.where(ok, magnitude, 1.0)))
         self.vecs[k.SCALE, self.lead_features:] = np.where(ok, np.exp2(exponent), 1.0)
 
+    def seed(self, a_ms: FloatArray, cov_block: FloatArray) -> None:
+        """Start the frame-time model from a prior (`govd.model.prior`): a0 and a1 (ms/GHz) set
+        to ``a_ms`` and their covariance (RLS P; DCD-RLS R = its inverse) to ``cov_block``
+        (2×2); the counters' coefficients keep their values and get the initial covariance."""
+        m = self.settings.n_features
+        self.vecs[k.A, :2] = a_ms
+        if self.settings.algorithm == "rls":
+            self.P[:] = np.eye(m) / self.settings.mu
+            self.P[:2, :2] = cov_block
+        else:
+            self.P[:] = np.eye(m) * self.settings.mu
+            self.P[:2, :2] = np.linalg.inv(cov_block)
+            self.vecs[k.RES] = 0.0
+
     @property
     def counter_scales(self) -> FloatArray:
         """Copy of the divisor applied to each counter (configured, or chosen automatically)."""

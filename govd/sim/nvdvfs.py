@@ -149,7 +149,11 @@ def nvdvfs_sweep(gpu: str, data_dir: Path, minutes: float, seed: int = 0) -> Swe
         raise KeyError(f"unknown GPU {gpu!r} (known: {', '.join(GPUS)})")
     if not Path(data_dir).is_dir():
         raise NvDvfsError(f"{data_dir}: no nv-dvfs data folder (see DESIGN §8)")
-    data = GPUS[gpu](Path(data_dir))
+    return sweep_from_data(GPUS[gpu](Path(data_dir)), gpu, minutes, seed)
+
+
+def sweep_from_data(data: GpuData, gpu: str, minutes: float, seed: int = 0) -> SweepTable:
+    """`nvdvfs_sweep` over already loaded (or a subset of) kernels ``data``."""
     rng = np.random.default_rng(seed)
     top = data.levels_mhz.size - 1  # levels sorted by core then memory clock
     budget_ms = minutes * 60e3

@@ -102,3 +102,14 @@ def test_tick_of_another_device_is_refused(collected: Captured) -> None:
     summary = DeviceSummary(collected[0], "card1")
     with pytest.raises(ValueError, match="summary of card1 got a tick of card0"):
         tick(summary, 0.0)
+
+
+def test_debug_line_tells_the_level_that_ran_from_the_one_chosen(collected: Captured) -> None:
+    logger, caplog = collected
+    summary = DeviceSummary(logger, "card0", interval_s=10.0)
+    summary.record_tick(0.0, TickRecord(
+        "card0", level_mhz=900, frame_times_ms=[16.0], pred_ms=17.0, power_w=40.0,
+        energy_j=2.0, policy="energy", switched=True, chosen_mhz=600,
+    ))
+    [line] = [r for r in caplog.records if r.levelno == logging.DEBUG]
+    assert line.getMessage() == "card0: ran at 900 MHz; energy chose 600 MHz"

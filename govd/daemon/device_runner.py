@@ -178,7 +178,7 @@ class DeviceRunner:
         self._last["fallback"] = decision.fallback
         record = TickRecord(
             device=self.name, level_mhz=reading.freq_mhz, frame_times_ms=times_ms,
-            pred_ms=_finite_or_none(self._predicted_ms),
+            pred_ms=_finite_or_none(actual_vs_predicted[1]), chosen_mhz=decision.freq_mhz,
             power_w=_finite_or_none(power_w), energy_j=_finite_or_none(tick_energy_j),
             policy=self.settings.policy, switched=switched,
         )

@@ -47,8 +47,10 @@ class DeviceSummary:
         if self._logger.isEnabledFor(logging.DEBUG):
             log_fields(
                 self._logger, logging.DEBUG,
-                f"{self.device}: {tick.policy} chose {tick.level_mhz:g} MHz",
+                f"{self.device}: ran at {tick.level_mhz:g} MHz; {tick.policy} chose "
+                f"{tick.chosen_mhz if tick.chosen_mhz is not None else tick.level_mhz:g} MHz",
                 device=self.device, policy=tick.policy, level_mhz=tick.level_mhz,
+                chosen_mhz=tick.chosen_mhz,
                 frames=len(tick.frame_times_ms), pred_frame_ms=tick.pred_ms,
                 power_w=tick.power_w, energy_j=tick.energy_j, switched=int(tick.switched),
             )

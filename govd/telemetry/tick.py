@@ -11,7 +11,9 @@ class TickRecord:
     """One device's tick as the journal summary and the metrics exporter see it.
 
     `level_mhz`: the level running, as read back (MHz). `frame_times_ms`: GPU time of each frame
-    completed during the tick (ms). `pred_ms`: frame time the model predicts at that level (ms).
+    completed during the tick (ms). `pred_ms`: the frame time the model predicted, a tick
+    earlier, for this tick (ms): what `frame_times_ms` is to be compared with. `chosen_mhz`: the
+    level the policy chose for the next tick (MHz).
     `power_w`: power over the tick (W). `energy_j`: energy used during this tick (J), not a
     running total. None: not measured this tick. `switched`: the decision changed the level.
     """
@@ -24,3 +26,4 @@ class TickRecord:
     energy_j: float | None
     policy: str
     switched: bool
+    chosen_mhz: float | None = None

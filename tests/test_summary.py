@@ -113,3 +113,15 @@ def test_debug_line_tells_the_level_that_ran_from_the_one_chosen(collected: Capt
     ))
     [line] = [r for r in caplog.records if r.levelno == logging.DEBUG]
     assert line.getMessage() == "card0: ran at 900 MHz; energy chose 600 MHz"
+
+
+def test_restart_begins_a_fresh_interval_without_the_paused_time(collected: Captured) -> None:
+    logger, caplog = collected
+    summary = DeviceSummary(logger, "card0", interval_s=1.0)
+    tick(summary, 0.0)
+    summary.restart()  # paused from 0.05 s to 30 s, then taken back
+    tick(summary, 30.0)
+    assert not infos(caplog)
+    assert tick(summary, 31.0)
+    [line] = infos(caplog)
+    assert "4.0 fps" in line.getMessage() and "in 1.0 s" in line.getMessage()

@@ -326,6 +326,8 @@ class DeviceRunner:
         self.paused = None
         self.counts["resumed"] += 1
         self.governor.reset()
+        if self.summary is not None:
+            self.summary.restart()
         self._meter.reset()
         self._applied_mhz = None
         return True

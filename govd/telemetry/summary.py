@@ -30,6 +30,12 @@ class DeviceSummary:
         self._start_s: float | None = None
         self._reset()
 
+    def restart(self) -> None:
+        """Begin a new interval at the next tick, dropping what the current one holds (a device
+        taken back after a pause: its summary must not spread the paused time over its fps)."""
+        self._start_s = None
+        self._reset()
+
     def _reset(self) -> None:
         self._frames = 0
         self._frame_time_sum_ms = 0.0

@@ -127,10 +127,11 @@ def load_config(path: str | Path, allow_insecure: bool = False) -> Config:
     try:
         problems = [] if allow_insecure else check_permissions(path)
         if problems:
-            raise ConfigError(
-                [f"{path}:1: refusing an unsafe configuration: {p}" for p in problems]
-                + [f"{path}:1: fix the ownership/mode, or pass --insecure-config"]
-            )
+            # One self-contained line per problem: the daemon's journal shows each on its own.
+            raise ConfigError([
+                f"{path}:1: refusing an unsafe configuration: {p}; fix the ownership/mode, "
+                "or pass --insecure-config" for p in problems
+            ])
         with open(path, "rb") as f:
             raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:

@@ -110,7 +110,13 @@ def check_permissions(path: Path) -> list[str]:
     owned by root or the running user and not writable by group or others. Empty when fine."""
     problems = []
     resolved = path.resolve()
-    for item, what in ((resolved, "file"), (resolved.parent, "folder")):
+    checked = [(resolved, "file"), (resolved.parent, "folder")]
+    # Through a symbolic link, the folder holding the link matters too: whoever may write there
+    # may point the link elsewhere.
+    link_folder = path.absolute().parent.resolve()
+    if link_folder != resolved.parent:
+        checked.append((link_folder, "folder"))
+    for item, what in checked:
         st = item.stat()
         if st.st_uid not in (0, os.geteuid()):
             problems.append(f"{item}: {what} is owned by uid {st.st_uid}, not root or the user")

@@ -205,3 +205,17 @@ def test_the_forbidden_patterns_catch_what_they_are_for() -> None:
             "x.exec()", "evaluate(text)"]
     assert all(any(p.search(line) for p, _ in FORBIDDEN) for line in bad)
     assert not any(p.search(line) for p, _ in FORBIDDEN for line in good)
+
+
+def test_link_in_a_writable_folder_to_a_safe_config_is_refused(tmp_path: Path) -> None:
+    safe, shared = tmp_path / "etc", tmp_path / "shared"
+    safe.mkdir(mode=0o755)
+    shared.mkdir()
+    os.chmod(shared, 0o777)  # anyone may swap the link for one to their own file
+    (safe / "govd.yaml").write_text("period_ms: 50\n")
+    os.chmod(safe / "govd.yaml", 0o644)
+    (shared / "govd.yaml").symlink_to(safe / "govd.yaml")
+    refused = govd("check-config", str(shared / "govd.yaml"))
+    assert refused.returncode == 1
+    assert f"{shared}: folder is writable by group or others (mode 0777)" in refused.stderr
+    assert govd("check-config", str(safe / "govd.yaml")).returncode == 0

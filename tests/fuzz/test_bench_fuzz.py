@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,13 +14,14 @@ from bench import bench_fuzz
 
 
 @pytest.fixture(scope="module")
-def quick(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("fuzz") / "fuzz.json"
     assert bench_fuzz.main(["--quick", "--seed", "3", "--out", str(out)]) == 0
-    return json.loads(out.read_text())
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
 
 
-def test_quick_run_has_zero_crashes_and_names_every_error(quick: dict) -> None:
+def test_quick_run_has_zero_crashes_and_names_every_error(quick: dict[str, Any]) -> None:
     assert quick["totals"] == {"crashes": 0, "bad_messages": 0, "frames_out_of_limits": 0,
                                "unaccounted_lines": 0}
     assert all(s["tracebacks"] == [] for s in quick["sections"].values())
@@ -27,7 +29,7 @@ def test_quick_run_has_zero_crashes_and_names_every_error(quick: dict) -> None:
     assert quick["command"].startswith("python bench/bench_fuzz.py --quick")
 
 
-def test_quick_run_sends_every_kind_and_counts_rejections_by_reason(quick: dict) -> None:
+def test_quick_run_sends_every_kind_and_counts_rejections_by_reason(quick: dict[str, Any]) -> None:
     datagrams = quick["sections"]["datagrams"]["counts"]
     assert datagrams["sent"] == datagrams["source_datagrams"] == bench_fuzz.QUICK["datagrams"]
     assert all(datagrams.get(f"sent_{kind}", 0) > 0 for kind in bench_fuzz.DATAGRAM_KINDS)

@@ -78,7 +78,13 @@ def read_document(text: str) -> Document:
     constructors refuse (e.g. a date with month 13), nesting too deep and alias bombs. An empty
     document reads as an empty mapping.
     """
-    loader = yaml.SafeLoader(text)
+    try:
+        # The reader checks every character as it is built: control characters fail here.
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1
+        character = chr(exc.character) if isinstance(exc.character, int) else exc.character
+        raise DocumentError(line, f"character {character!r} is not allowed in YAML") from None
     try:
         node = loader.get_single_node()
         if node is None:

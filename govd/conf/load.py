@@ -110,7 +110,13 @@ def check_permissions(path: Path) -> list[str]:
     owned by root or the running user and not writable by group or others. Empty when fine."""
     problems = []
     resolved = path.resolve()
-    for item, what in ((resolved, "file"), (resolved.parent, "folder")):
+    checked = [(resolved, "file"), (resolved.parent, "folder")]
+    # Through a symbolic link, the folder holding the link matters too: whoever may write there
+    # may point the link elsewhere.
+    link_folder = path.absolute().parent.resolve()
+    if link_folder != resolved.parent:
+        checked.append((link_folder, "folder"))
+    for item, what in checked:
         st = item.stat()
         if st.st_uid not in (0, os.geteuid()):
             problems.append(f"{item}: {what} is owned by uid {st.st_uid}, not root or the user")
@@ -127,10 +133,11 @@ def load_config(path: str | Path, allow_insecure: bool = False) -> Config:
     try:
         problems = [] if allow_insecure else check_permissions(path)
         if problems:
-            raise ConfigError(
-                [f"{path}:1: refusing an unsafe configuration: {p}" for p in problems]
-                + [f"{path}:1: fix the ownership/mode, or pass --insecure-config"]
-            )
+            # One self-contained line per problem: the daemon's journal shows each on its own.
+            raise ConfigError([
+                f"{path}:1: refusing an unsafe configuration: {p}; fix the ownership/mode, "
+                "or pass --insecure-config" for p in problems
+            ])
         with open(path, "rb") as f:
             raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:

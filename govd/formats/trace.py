@@ -8,6 +8,7 @@ seed's column order), one row per tick; an empty cell is a value the tick did no
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,25 +43,31 @@ class RunTrace:
 
 
 def read_trace(path: str | Path) -> RunTrace:
-    """Read a run trace; raises TraceFormatError naming file and line on any bad row."""
+    """Read a run trace; raises TraceFormatError naming file and line on any bad row, and for a
+    file that cannot be read."""
     path = Path(path)
-    with open(path, newline="", encoding="utf-8", errors="strict") as f:
-        try:
-            rows = list(csv.reader(f))
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise TraceFormatError(f"{path}: not a CSV run trace: {exc}") from None
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise TraceFormatError(f"{path}:{line}: not UTF-8 text") from None
+    rows, lines = _csv_rows(text, path)
     if not rows:
         raise TraceFormatError(f"{path}:1: empty file, expected the header "
                                f"{','.join(COLUMNS)}")
     header = [h.strip() for h in rows[0]]
     if tuple(header[:5]) != COLUMNS:
-        raise TraceFormatError(f"{path}:1: header must start with {','.join(COLUMNS)}, "
+        raise TraceFormatError(f"{path}:{lines[0]}: header must start with {','.join(COLUMNS)}, "
                                f"got {','.join(header[:5])}")
     if len(set(header)) != len(header):
-        raise TraceFormatError(f"{path}:1: duplicate column names")
+        raise TraceFormatError(f"{path}:{lines[0]}: duplicate column names")
     values = np.full((len(rows) - 1, len(header)), math.nan)
     for i, row in enumerate(rows[1:]):
-        line = i + 2
+        line = lines[i + 1]
         if len(row) != len(header):
             raise TraceFormatError(f"{path}:{line}: {len(row)} cells, header has "
                                    f"{len(header)}")
@@ -78,9 +85,9 @@ def read_trace(path: str | Path) -> RunTrace:
                                        f"empty cell for a missing value")
             values[i, j] = value
     if values.shape[0] == 0:
-        raise TraceFormatError(f"{path}:2: no ticks after the header")
+        raise TraceFormatError(f"{path}:{lines[0] + 1}: no ticks after the header")
     if np.isnan(values[:, 0]).any() or np.isnan(values[:, 3]).any():
-        bad = int(np.flatnonzero(np.isnan(values[:, 0]) | np.isnan(values[:, 3]))[0]) + 2
+        bad = lines[int(np.flatnonzero(np.isnan(values[:, 0]) | np.isnan(values[:, 3]))[0]) + 1]
         raise TraceFormatError(f"{path}:{bad}: time_s and freq_mhz are required on every row")
     return RunTrace(
         time_s=values[:, 0], frame_time_ms=values[:, 1],
@@ -88,3 +95,22 @@ def read_trace(path: str | Path) -> RunTrace:
         counters={name: values[:, j] for j, name in enumerate(header) if j >= 5},
         path=str(path),
     )
+
+
+def _csv_rows(text: str, path: Path) -> tuple[list[list[str]], list[int]]:
+    """The CSV rows of ``text`` and the 1-based line each starts on (a quoted cell may span
+    lines, so row and line numbers can differ)."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return rows, lines
+        except csv.Error as exc:
+            raise TraceFormatError(f"{path}:{start}: not a CSV run trace: {exc}") from None
+        if row:  # csv gives [] for a blank line
+            rows.append(row)
+            lines.append(start)

@@ -32,6 +32,7 @@ import logging
 import math
 import os
 import re
+import stat
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -115,15 +116,16 @@ class MangoHudSource(FrameSource):
     def _open(self, path: Path, skip_existing: bool) -> None:
         self._close_file()
         try:
-            self._file = open(path, "rb")  # noqa: SIM115 -- held open across drains
+            self._file = _open_regular(path)
         except OSError as exc:
-            self._report(f"{path}: cannot open: {exc.strerror}")
+            self._report(f"{path}: cannot open: {exc.strerror or exc}")
             self._path = None
             return
         self._path = path
-        self._inode = os.fstat(self._file.fileno()).st_ino
+        opened = os.fstat(self._file.fileno())
+        self._inode = opened.st_ino
         self._app = app_of_log(path)
-        self._restart(skip_to=os.fstat(self._file.fileno()).st_size if skip_existing else 0)
+        self._restart(skip_to=opened.st_size if skip_existing else 0)
 
     def _restart(self, skip_to: int = 0) -> None:
         """Read the current file again from its first byte (rows before ``skip_to`` not emitted)."""
@@ -157,8 +159,8 @@ class MangoHudSource(FrameSource):
             return
         try:
             on_disk = os.stat(self._path)
-        except FileNotFoundError:
-            return  # removed: keep what is open until a newer log appears
+        except OSError:
+            return  # removed (or its folder): keep what is open until a newer log appears
         if on_disk.st_ino != self._inode:
             self._counts["reopened"] += 1
             self._open(self._path, skip_existing=False)
@@ -257,6 +259,21 @@ class MangoHudSource(FrameSource):
     def close(self) -> None:
         """Close the followed log."""
         self._close_file()
+
+
+def _open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading; OSError unless it is a regular file. Opened non-blocking and
+    checked after opening: a FIFO put in the log's place would otherwise block `drain` until
+    someone writes to it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _number(text: str | None) -> float | None:

@@ -132,3 +132,13 @@ def test_a_key_of_control_characters_is_quoted_in_its_one_line_error() -> None:
         ]
     else:
         raise AssertionError("a carriage-return key was accepted")
+
+
+@pytest.mark.parametrize(("text", "line", "char"), [
+    ("\x01", 1, "\x01"), ("period_ms: 50\n\x11\n", 2, "\x11"), ("a: 1\nb: '\x7f'\n", 2, "\x7f"),
+])
+def test_control_character_is_a_config_error_with_its_line(text: str, line: int,
+                                                           char: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "f.yaml")
+    assert info.value.errors == [f"f.yaml:{line}: character {char!r} is not allowed in YAML"]

@@ -97,3 +97,9 @@ def test_mutated_default_config_loads_or_reports(text: str) -> None:
 @given(default_with_replaced_value())
 def test_default_with_random_values_loads_or_reports(text: str) -> None:
     _loads_or_reports(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=60))
+def test_any_unicode_text_loads_or_reports(text: str) -> None:
+    _loads_or_reports(text)

@@ -42,6 +42,12 @@ def outcome(call, *args):
     except DeviceError as exc:
         return f"{type(exc).__name__}: {exc}"
 
+def fake_locks(gpu=0):
+    # [graphics lock max, memory lock max] the fake GPU holds, MHz (0 = unlocked)
+    lines = open(os.environ["FAKE_NVML_STATE"]).read().splitlines()
+    state = dict(line.split("=", 1) for line in lines if "=" in line)
+    return [int(state.get(f"gpu{gpu}.{key}", 0)) for key in ("lock_max", "mem_lock_max")]
+
 def fake_set(key, value):
     path = os.environ["FAKE_NVML_STATE"]
     lines = [l for l in open(path).read().splitlines() if not l.startswith(key + "=")]

@@ -40,7 +40,8 @@ def governed():
         fake_set(key, 0)
     device = NvmlDevice.open_index(0)
     level = float(device.levels_mhz[len(device.levels_mhz) // 2])
-    governor = Governor(device.levels_mhz, Fixed(level), Target(fps=60), ModelSettings())
+    governor = Governor(device.levels_mhz, Fixed(level), Target(fps=60), ModelSettings(),
+                        mem_levels_mhz=device.mem_levels_mhz)
     settings = RunnerSettings("fixed", Target(fps=60), {}, 0.0)
     warned.clear()
     limiter = EpisodeLimiter(logging.getLogger("govd.test"))

@@ -279,12 +279,13 @@ def test_restore_saved_for_a_gpu_no_longer_there_is_device_gone(nvml: FakeNvml) 
 
 
 def run_benchmark(env: dict[str, str], results_dir: Path, *, as_uid: int | None = None,
-                  ) -> subprocess.CompletedProcess[str]:
-    """Run bench/nvml_real.py as a script, optionally pretending to be a non-root uid."""
+                  args: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """Run bench/nvml_real.py as a script, optionally pretending to be some uid."""
     script = REPO_ROOT / "bench" / "nvml_real.py"
     pretend = f"os.geteuid = lambda: {as_uid}; " if as_uid is not None else ""
+    argv = [str(script), "--results-dir", str(results_dir), *args]
     code = (f"import os, runpy, sys; {pretend}"
-            f"sys.argv = [{str(script)!r}, '--results-dir', {str(results_dir)!r}]; "
+            f"sys.argv = {argv!r}; "
             f"runpy.run_path({str(script)!r}, run_name='__main__')")
     return subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
                           capture_output=True, text=True, timeout=60, check=False)
@@ -306,6 +307,27 @@ def test_real_gpu_benchmark_refuses_politely_when_not_root(nvml: FakeNvml, tmp_p
     assert "root" in done.stdout
     assert not (tmp_path / "results").exists()
     assert "gpu0.lock_writes" not in nvml.state()
+
+
+@pytest.mark.parametrize("arch", ["turing", "ampere"])
+def test_real_gpu_benchmark_sets_pairs_where_the_memory_clock_is_governed(
+        nvml: FakeNvml, tmp_path: Path, arch: str) -> None:
+    nvml.configure({"arch": arch, "root": 1})
+    done = run_benchmark({"LD_LIBRARY_PATH": str(nvml.lib_dir), "PYTHONPATH": str(REPO_ROOT),
+                          "FAKE_NVML_STATE": str(nvml.state_path)}, tmp_path / "results",
+                         as_uid=0, args=("--hold-ms", "0", "--poll-s", "0.02"))
+    assert done.returncode == 0, done.stderr
+    (out,) = (tmp_path / "results").iterdir()
+    pairs = json.loads(out.read_text())["pair_lock"]
+    if arch == "turing":
+        assert pairs["supported"] is False and "Ampere" in pairs["reason"]
+    else:
+        route = [(s["level_mhz"], s["mem_mhz"]) for s in pairs["steps"]]
+        assert route == [(210, 1215), (810, 1215), (1410, 1215), (210, 405), (615, 405),
+                         (1005, 405), (615, 405), (210, 405), (1410, 1215), (810, 1215),
+                         (210, 1215)]
+        assert pairs["read_back_differs"] == 0
+    assert nvml.state()["gpu0.lock_max"] == "0"  # restored
 
 
 @pytest.mark.parametrize("arch", ["volta", "ampere"])

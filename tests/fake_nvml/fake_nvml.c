@@ -307,6 +307,14 @@ const char *nvmlErrorString(int rc) {
     }
 }
 
+int nvmlSystemGetDriverVersion(char *version, unsigned length) {
+    int rc = begin();
+    if (rc != OK) return rc;
+    if (!version || length < 16) return INSUFFICIENT_SIZE;
+    snprintf(version, length, "%s", "999.99-fake");
+    return OK;
+}
+
 int nvmlDeviceGetCount_v2(unsigned *count) {
     int rc = begin();
     if (rc != OK) return rc;

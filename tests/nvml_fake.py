@@ -66,6 +66,13 @@ def build_fake_nvml(out_dir: Path) -> Path:
     return out_dir
 
 
+def one_gpu(lib_dir: Path, tmp_path: Path, arch: str) -> FakeNvml:
+    """A fake NVML with one GPU of ``arch`` in ``tmp_path``, the caller counting as root."""
+    fake = FakeNvml(lib_dir, tmp_path / "nvml.state")
+    fake.configure({"gpus": 1, "arch": arch, "root": 1})
+    return fake
+
+
 @dataclass
 class FakeNvml:
     """A fake NVML installation: the built library and one state file for one test."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nvml_fake import REPO_ROOT, FakeNvml, build_fake_nvml
+from tests.nvml_fake import REPO_ROOT, FakeNvml, build_fake_nvml, one_gpu
 
 
 @pytest.fixture(scope="session")
@@ -23,9 +23,7 @@ def fake_lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def nvml(fake_lib_dir: Path, tmp_path: Path) -> FakeNvml:
-    fake = FakeNvml(fake_lib_dir, tmp_path / "nvml.state")
-    fake.configure({"gpus": 1, "arch": "hopper", "root": 1})
-    return fake
+    return one_gpu(fake_lib_dir, tmp_path, "hopper")
 
 
 def test_discovery_lists_every_gpu_with_its_identity(nvml: FakeNvml) -> None:

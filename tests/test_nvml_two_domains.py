@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nvml_fake import FakeNvml, build_fake_nvml
+from tests.nvml_fake import FakeNvml, build_fake_nvml, one_gpu
 
 
 @pytest.fixture(scope="module")
@@ -18,9 +18,7 @@ def fake_lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def nvml(fake_lib_dir: Path, tmp_path: Path) -> FakeNvml:
-    fake = FakeNvml(fake_lib_dir, tmp_path / "nvml.state")
-    fake.configure({"gpus": 1, "arch": "ampere", "root": 1})
-    return fake
+    return one_gpu(fake_lib_dir, tmp_path, "ampere")
 
 
 def test_levels_are_every_supported_pair_sorted_by_core_then_memory(nvml: FakeNvml) -> None:

@@ -37,6 +37,27 @@ def test_levels_are_every_supported_pair_sorted_by_core_then_memory(nvml: FakeNv
     assert got["reason"] == ""
 
 
+def test_more_pairs_than_the_model_takes_are_thinned_evenly_keeping_the_extremes(
+        nvml: FakeNvml) -> None:
+    nvml.configure({"arch": "ada", "root": 1})  # 309 + 107 pairs at 7 and 8 MHz steps
+    got = nvml.report("""
+        from govd.model.settings import MAX_LEVELS
+        (gpu,) = discover_nvml()
+        pairs = list(zip(gpu.levels_mhz.tolist(), gpu.mem_levels_mhz.tolist()))
+        gpu.set_pair(*pairs[len(pairs) // 3])
+        r = gpu.read()
+        gpu.restore()
+        report(pairs=pairs, most=MAX_LEVELS, chosen=pairs[len(pairs) // 3],
+               running=[r.freq_mhz, r.mem_freq_mhz])
+    """)
+    pairs = got["pairs"]
+    assert 200 < len(pairs) <= got["most"]
+    assert pairs == sorted(pairs)
+    assert [pairs[0], pairs[-1]] == [[210.0, 405.0], [2520.0, 10501.0]]
+    assert [210.0, 10501.0] in pairs and [1005.0, 405.0] in pairs
+    assert got["running"] == got["chosen"]
+
+
 def test_pair_sets_both_clocks_and_restore_resets_both(nvml: FakeNvml) -> None:
     got = nvml.report("""
         (gpu,) = discover_nvml()

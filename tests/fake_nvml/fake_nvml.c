@@ -15,7 +15,8 @@
  * GPU. Without FAKE_NVML_STATE the state is in memory only. Keys (per-GPU keys `gpuN.<key>`
  * override the global `<key>`):
  *   gpus=2               number of GPUs (default 1)
- *   arch=hopper          hopper | ampere | turing | volta | pascal (default hopper)
+ *   arch=hopper          hopper | ada | ampere | turing | volta | pascal (default hopper);
+ *                        ada has more (core, memory) pairs than govd's model takes
  *   root=0|1             whether the caller counts as root (default: geteuid() == 0)
  *   busy=50              GPU utilisation in percent (default 50)
  *   lost=1               the GPU has fallen off the bus
@@ -44,7 +45,7 @@ enum {
     NOT_FOUND = 6, INSUFFICIENT_SIZE = 7, GPU_IS_LOST = 15, UNKNOWN = 999
 };
 enum { CLOCK_GRAPHICS = 0, CLOCK_SM = 1, CLOCK_MEM = 2 };
-enum { ARCH_PASCAL = 4, ARCH_VOLTA = 5, ARCH_TURING = 6, ARCH_AMPERE = 7, ARCH_HOPPER = 9 };
+enum { ARCH_PASCAL = 4, ARCH_VOLTA = 5, ARCH_TURING = 6, ARCH_AMPERE = 7, ARCH_ADA = 8, ARCH_HOPPER = 9 };
 
 #define MAX_GPUS 8
 #define MAX_KEYS 128
@@ -69,6 +70,8 @@ struct arch_spec {
 static const struct arch_spec ARCHS[] = {
     {"hopper", "NVIDIA H100 80GB HBM3", ARCH_HOPPER, 0x233010DE, 2, {2619, 1593}, {1980, 1500},
      345, 15, 1, 70000, 700000},
+    {"ada", "NVIDIA GeForce RTX 4090", ARCH_ADA, 0x268410DE, 2, {10501, 405}, {2520, 1005}, 210, 15,
+     2, 30000, 450000},
     {"ampere", "NVIDIA A100-SXM4-40GB", ARCH_AMPERE, 0x20B010DE, 2, {1215, 405}, {1410, 1005},
      210, 15, 1, 50000, 400000},
     {"turing", "Tesla T4", ARCH_TURING, 0x1EB810DE, 2, {5001, 405}, {1590, 795}, 300, 15, 1, 20000,
@@ -409,7 +412,7 @@ int nvmlDeviceGetSupportedGraphicsClocks(void *h, unsigned mem_mhz, unsigned *co
     for (unsigned i = 0; i < s->n_mem; i++)
         if (s->mem_mhz[i] == mem_mhz) m = i;
     if (m == s->n_mem) return NOT_FOUND;
-    unsigned values[256], n = n_levels(s, m);
+    unsigned values[512], n = n_levels(s, m); /* every spec has fewer */
     for (unsigned i = 0; i < n; i++) values[i] = level(s, n - 1 - i); /* highest first, as NVML */
     return fill_clocks(values, n, count, clocks);
 }

@@ -283,6 +283,7 @@ class DeviceRunner:
         """Write the chosen level again at the next tick (after suspend/resume the driver may
         have put its own back)."""
         self._applied_mhz = None
+        self.device.forget_applied()
 
     # -- faults --------------------------------------------------------------------------------
     def _pause(self, now_s: float, kind: str, exc: Exception, hand_back: bool) -> None:
@@ -304,6 +305,7 @@ class DeviceRunner:
                 self.limiter.warn((self.name, "restore"), now_s,
                                   f"{self.name}: restoring failed too ({restore_exc})")
         self._applied_mhz = None
+        self.device.forget_applied()  # what it holds when taken back is unknown
         self._override_ticks = 0
         self._next_probe_s = now_s + self._retry_s
         self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)

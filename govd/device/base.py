@@ -110,6 +110,13 @@ class Device(ABC):
         a device with one clock domain (the default)."""
         raise NotSupported(f"{self.name}: one clock domain; no memory clock to set")
 
+    def forget_applied(self) -> None:
+        """Forget the setting govd last wrote, so that the next `set_level` / `set_pair` writes
+        even when it asks for the same level: the device may have lost the setting (a driver
+        reload, a resume from suspend). Backends that skip writes by reading their setting back
+        have nothing to forget (the default)."""
+        return None
+
     def override(self) -> str | None:
         """What another tool changed in the clock setting of govd's last `set_level` (a short
         description such as ``governor is performance``), None while the setting holds, before

@@ -166,13 +166,17 @@ class NvmlDevice(Device):
             self._closed = True
             SESSION.release()
 
+    def forget_applied(self) -> None:
+        """Forget the locks govd applied: the next set writes them again (NVML cannot read a
+        lock back to see whether the GPU still holds it)."""
+        self._applied = dict.fromkeys(_LOCKS)
+
     def _call(self, what: str, call: Callable[..., T], *args: Any) -> T:
         try:
             return nvml_call(f"{self.name}: {what}", call, *args)
         except DeviceGone:
-            # A lost GPU or a reloaded driver comes back with the driver-default clocks: the
-            # next set must write again even when it asks for the lock govd applied last.
-            self._applied = dict.fromkeys(_LOCKS)
+            # A lost GPU or a reloaded driver comes back with the driver-default clocks.
+            self.forget_applied()
             raise
 
     def _graphics_levels(self, mem_mhz: int) -> FloatArray:
@@ -324,7 +328,7 @@ class NvmlDevice(Device):
             except DeviceError as exc:
                 log.warning("%s: could not put the %s clock lock back: %s", self.name, domain,
                             exc)
-                self._applied = dict.fromkeys(_LOCKS)  # unknown now: write both next time
+                self.forget_applied()  # unknown now: write both next time
                 return
 
     def _lose_memory_domain(self, exc: NotSupported) -> None:

@@ -2,9 +2,12 @@
 whether the clock read back is the one locked, and how often the energy and power readings
 really change when polled every millisecond.
 
-For each GPU govd can control it locks every supported graphics clock in turn (and, Ampere+,
-every memory clock), timing each `set_level` call, then polls the energy counter and the power
-reading, restores the driver-default clocks, and writes
+For each GPU govd can control it locks every supported graphics clock in turn at the default
+memory clock, timing each `set_level` call; where govd governs the memory clock too (Ampere+), it
+then sets (core, memory) pairs with `set_pair`: each memory clock with the lowest, middle and
+highest graphics clock supported at it, visited from the highest memory clock down and back up
+(so both write orders run), timing each call and reading both clocks back. It then polls the
+energy counter and the power reading, restores the driver-default clocks, and writes
 ``bench/results/nvml-<gpu-name-slug>.json``. It exits 0 with a message, writing nothing, when
 there is no NVIDIA GPU or it is not run as root.
 
@@ -35,7 +38,8 @@ import pynvml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from govd.device.base import NotSupported
+import numpy as np
+
 from govd.device.nvml import NvmlDevice, discover_nvml
 
 
@@ -64,22 +68,49 @@ def _time_sets(levels_mhz: Iterable[float], set_level: Callable[[float], None],
 
 
 def time_locks(device: NvmlDevice, hold_ms: float) -> dict[str, Any]:
-    """Lock each graphics level, timing the set call and reading back the clock running."""
-    steps = _time_sets(device.levels_mhz, device.set_level, lambda: device.read().freq_mhz,
-                       hold_ms)
+    """Lock each graphics level at the default memory clock, timing the set call and reading
+    back the clock running."""
+    levels_mhz, mems_mhz = device.levels_mhz, device.mem_levels_mhz
+    if mems_mhz is not None:
+        levels_mhz = levels_mhz[mems_mhz == mems_mhz.max()]
+    steps = _time_sets(levels_mhz, device.set_level, lambda: device.read().freq_mhz, hold_ms)
     return {"set_ms": _spread_ms([s["set_ms"] for s in steps]),
             "read_back_differs": sum(s["read_back_mhz"] != s["level_mhz"] for s in steps),
             "steps": steps}
 
 
-def time_mem_locks(device: NvmlDevice, hold_ms: float) -> dict[str, Any]:
-    """Lock each memory clock in turn (Ampere+), timing the set call; 'not supported' before."""
-    try:
-        steps = _time_sets(device.mem_levels_mhz, device.set_mem_level,
-                           lambda: device.read().mem_freq_mhz, hold_ms)
-    except NotSupported as exc:
-        return {"supported": False, "reason": str(exc)}
+def pair_route(levels_mhz: np.ndarray, mems_mhz: np.ndarray) -> list[tuple[float, float]]:
+    """(core, memory) pairs to visit: each memory clock, highest first, with the lowest, middle
+    and highest core clock supported at it, then the same memory clocks back up, so that
+    lowering and raising the memory clock (the two write orders) both run. Units: MHz."""
+    down = []
+    for mem_mhz in sorted(set(mems_mhz.tolist()), reverse=True):
+        cores = levels_mhz[mems_mhz == mem_mhz]
+        down += [(float(cores[i]), mem_mhz) for i in sorted({0, len(cores) // 2, len(cores) - 1})]
+    return down + down[::-1][1:]
+
+
+def time_pair_locks(device: NvmlDevice, hold_ms: float) -> dict[str, Any]:
+    """Set (core, memory) pairs (`pair_route`), timing each `set_pair` call and reading both
+    clocks back; 'not supported' where govd governs the graphics clock only, and why."""
+    mems_mhz = device.mem_levels_mhz
+    if mems_mhz is None:
+        return {"supported": False, "reason": device.controllable().reason or
+                "one memory clock"}
+    steps = []
+    for core_mhz, mem_mhz in pair_route(device.levels_mhz, mems_mhz):
+        start = time.perf_counter()
+        device.set_pair(core_mhz, mem_mhz)
+        set_ms = (time.perf_counter() - start) * 1000
+        time.sleep(hold_ms / 1000)
+        reading = device.read()
+        steps.append({"level_mhz": core_mhz, "mem_mhz": mem_mhz, "set_ms": set_ms,
+                      "read_back_mhz": reading.freq_mhz, "read_back_mem_mhz": reading.mem_freq_mhz})
+    if device.mem_levels_mhz is None:  # NVML refused the memory lock as NOT_SUPPORTED meanwhile
+        return {"supported": False, "reason": device.controllable().reason, "steps": steps}
     return {"supported": True, "set_ms": _spread_ms([s["set_ms"] for s in steps]),
+            "read_back_differs": sum((s["read_back_mhz"], s["read_back_mem_mhz"])
+                                     != (s["level_mhz"], s["mem_mhz"]) for s in steps),
             "steps": steps}
 
 
@@ -102,17 +133,20 @@ def update_interval(read: Callable[[], int], poll_s: float) -> dict[str, Any]:
 def measure(device: NvmlDevice, hold_ms: float, poll_s: float) -> dict[str, Any]:
     """Every measurement for one GPU; the caller restores the GPU afterwards."""
     handle = pynvml.nvmlDeviceGetHandleByUUID(device.name)
+    mems_mhz = device.mem_levels_mhz
     result: dict[str, Any] = {
         "gpu": device.product, "uuid": device.name, "pci_bus_id": device.pci_bus_id,
         "driver_version": pynvml.nvmlSystemGetDriverVersion(),
         "nvidia_ml_py": importlib.metadata.version("nvidia-ml-py"),
         "host": platform.node(),
         "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "levels_mhz": device.levels_mhz.tolist(), "mem_levels_mhz": device.mem_levels_mhz.tolist(),
+        "levels_mhz": device.levels_mhz.tolist(),
+        "mem_levels_mhz": None if mems_mhz is None else mems_mhz.tolist(),
         "found": device.save(),
     }
     result["graphics_lock"] = time_locks(device, hold_ms)
-    result["memory_lock"] = time_mem_locks(device, hold_ms)
+    device.restore()  # the pairs start from the driver-default clocks
+    result["pair_lock"] = time_pair_locks(device, hold_ms)
     device.restore()
     try:
         result["energy_counter"] = update_interval(
@@ -161,8 +195,10 @@ def main() -> int:
         out = args.results_dir / f"nvml-{_slug(device.product)}.json"
         out.write_text(json.dumps(result, indent=2) + "\n")
         lock = result["graphics_lock"]["set_ms"]
+        pair = result["pair_lock"].get("set_ms", {}).get("median")
+        pairs = "pairs not governed" if pair is None else f"pair set median {pair:.2f} ms"
         print(f"nvml_real: {device.product}: lock median {lock['median']:.2f} ms over "
-              f"{lock['n']} levels; energy changes every "
+              f"{lock['n']} levels; {pairs}; energy changes every "
               f"{result['energy_counter'].get('interval_ms', {}).get('median', 'n/a')} ms; "
               f"wrote {out}")
     return 0

@@ -42,6 +42,12 @@ def outcome(call, *args):
     except DeviceError as exc:
         return f"{type(exc).__name__}: {exc}"
 
+def fake_locks(gpu=0):
+    # [graphics lock max, memory lock max] the fake GPU holds, MHz (0 = unlocked)
+    lines = open(os.environ["FAKE_NVML_STATE"]).read().splitlines()
+    state = dict(line.split("=", 1) for line in lines if "=" in line)
+    return [int(state.get(f"gpu{gpu}.{key}", 0)) for key in ("lock_max", "mem_lock_max")]
+
 def fake_set(key, value):
     path = os.environ["FAKE_NVML_STATE"]
     lines = [l for l in open(path).read().splitlines() if not l.startswith(key + "=")]
@@ -58,6 +64,13 @@ def build_fake_nvml(out_dir: Path) -> Path:
                     str(out_dir / "libnvidia-ml.so.1"), str(FAKE_SOURCE)],
                    check=True, capture_output=True, text=True)
     return out_dir
+
+
+def one_gpu(lib_dir: Path, tmp_path: Path, arch: str) -> FakeNvml:
+    """A fake NVML with one GPU of ``arch`` in ``tmp_path``, the caller counting as root."""
+    fake = FakeNvml(lib_dir, tmp_path / "nvml.state")
+    fake.configure({"gpus": 1, "arch": arch, "root": 1})
+    return fake
 
 
 @dataclass

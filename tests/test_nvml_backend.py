@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nvml_fake import REPO_ROOT, FakeNvml, build_fake_nvml
+from tests.nvml_fake import REPO_ROOT, FakeNvml, build_fake_nvml, one_gpu
 
 
 @pytest.fixture(scope="session")
@@ -23,9 +23,7 @@ def fake_lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def nvml(fake_lib_dir: Path, tmp_path: Path) -> FakeNvml:
-    fake = FakeNvml(fake_lib_dir, tmp_path / "nvml.state")
-    fake.configure({"gpus": 1, "arch": "hopper", "root": 1})
-    return fake
+    return one_gpu(fake_lib_dir, tmp_path, "hopper")
 
 
 def test_discovery_lists_every_gpu_with_its_identity(nvml: FakeNvml) -> None:
@@ -42,17 +40,19 @@ def test_discovery_lists_every_gpu_with_its_identity(nvml: FakeNvml) -> None:
     ]
 
 
-def test_levels_are_supported_graphics_clocks_ascending_at_the_default_memory_clock(
+def test_one_memory_clock_makes_the_levels_its_graphics_clocks_ascending(
         nvml: FakeNvml) -> None:
+    nvml.configure({"arch": "volta", "root": 1})
     got = nvml.report("""
         (gpu,) = discover_nvml()
-        report(levels=gpu.levels_mhz.tolist(), bounds=gpu.bounds_mhz,
-               mem=gpu.mem_levels_mhz.tolist(), running_mem=gpu.read().mem_freq_mhz)
+        report(levels=gpu.levels_mhz.tolist(), bounds=gpu.bounds_mhz, mem=gpu.mem_levels_mhz,
+               running_mem=gpu.read().mem_freq_mhz, reason=gpu.controllable().reason)
     """)
-    assert got["levels"] == [345.0 + 15 * i for i in range(110)]
-    assert got["bounds"] == [345.0, 1980.0]
-    assert got["mem"] == [1593.0, 2619.0]
-    assert got["running_mem"] == 2619.0
+    assert got["levels"][:3] == [135.0, 142.0, 150.0]  # V100's alternate 7 and 8 MHz steps
+    assert got["bounds"] == [135.0, 1530.0]
+    assert got["mem"] is None
+    assert got["running_mem"] == 877.0
+    assert got["reason"] == ""  # one memory clock: nothing to say about it
 
 
 def test_lock_is_read_back_and_restore_resets_to_the_driver_default(nvml: FakeNvml) -> None:
@@ -108,6 +108,47 @@ def test_lock_without_root_is_refused_and_the_gpu_stops_being_controllable(
     assert "Insufficient Permissions" in got["after"]
 
 
+def test_controllable_again_once_a_lock_succeeds_after_a_refusal(nvml: FakeNvml) -> None:
+    nvml.configure({"root": 1, "fail.SetGpuLockedClocks": 4, "fail.SetGpuLockedClocks.times": 1})
+    got = nvml.report("""
+        (gpu,) = discover_nvml()
+        refused = outcome(gpu.set_level, 1200)
+        during = gpu.controllable().ok
+        retried = outcome(gpu.set_level, 1200)
+        c = gpu.controllable()
+        gpu.restore()
+        report(refused=refused, during=during, retried=retried, after=[c.ok, c.reason])
+    """)
+    assert got["refused"].startswith("WriteRefused") and got["during"] is False
+    assert got["retried"] == "ok"
+    assert got["after"] == [True, ""]
+
+
+@pytest.mark.parametrize("loss", ["gpu0.lost", "reload"])
+def test_first_lock_after_the_gpu_came_back_is_written_again(nvml: FakeNvml, loss: str) -> None:
+    """A GPU that fell off the bus, or whose driver reloaded, comes back with the default clocks
+    (the fake drops its locks as the driver does): the same level must be locked again."""
+    got = nvml.report(f"""
+        (gpu,) = discover_nvml()
+        gpu.set_level(1200)
+        locked = fake_locks()
+        fake_set({loss!r}, 1)
+        gone = outcome(gpu.read)
+        if {loss!r} == "reload":  # a stale session: the daemon reopens the GPU by its UUID
+            saved = gpu.save()
+            gpu.close()
+            gpu = NvmlDevice.from_saved(saved)
+        else:
+            fake_set({loss!r}, 0)
+        dropped = fake_locks()
+        gpu.set_level(1200)
+        report(locked=locked, gone=gone, dropped=dropped, again=fake_locks())
+    """)
+    assert got["gone"].startswith("DeviceGone")
+    assert got["locked"] == got["again"] == [1200, 0]
+    assert got["dropped"] == [0, 0]
+
+
 def test_not_controllable_when_govd_is_not_root(nvml: FakeNvml) -> None:
     got = nvml.report("""
         os.geteuid = lambda: 1000
@@ -117,40 +158,6 @@ def test_not_controllable_when_govd_is_not_root(nvml: FakeNvml) -> None:
     """)
     assert got["ok"] is False
     assert "not root" in got["reason"]
-
-
-def test_memory_clock_nvml_rejects_is_refused_and_nothing_changes(nvml: FakeNvml) -> None:
-    nvml.configure({"arch": "ampere", "root": 1})
-    got = nvml.report("""
-        (gpu,) = discover_nvml()
-        report(result=outcome(gpu.set_mem_level, 3000), ok=gpu.controllable().ok,
-               mem=gpu.read().mem_freq_mhz)
-    """)
-    assert got["result"].startswith("WriteRefused")
-    assert "Invalid Argument" in got["result"]
-    assert got["ok"] is True  # a bad value is no reason to stop governing
-    assert got["mem"] == 1215.0
-
-
-def test_memory_lock_on_ampere_is_read_back_and_restored(nvml: FakeNvml) -> None:
-    nvml.configure({"arch": "ampere", "root": 1})
-    got = nvml.report("""
-        (gpu,) = discover_nvml()
-        gpu.set_mem_level(405)
-        locked = gpu.read().mem_freq_mhz
-        gpu.restore()
-        report(locked=locked, after=gpu.read().mem_freq_mhz)
-    """)
-    assert got == {"locked": 405.0, "after": 1215.0}
-
-
-def test_memory_lock_before_ampere_is_not_supported(nvml: FakeNvml) -> None:
-    nvml.configure({"arch": "volta", "root": 1})
-    got = nvml.report("""
-        (gpu,) = discover_nvml()
-        report(result=outcome(gpu.set_mem_level, 877))
-    """)
-    assert got["result"].startswith("NotSupported")
 
 
 def test_pascal_has_no_energy_counter_and_cannot_lock_graphics_clocks(nvml: FakeNvml) -> None:
@@ -241,8 +248,7 @@ def test_restore_saved_in_a_fresh_process_resets_what_a_crashed_one_locked(
     nvml.configure({"arch": "ampere", "root": 1})
     crashed = nvml.run("""
         (gpu,) = discover_nvml()
-        gpu.set_level(900)
-        gpu.set_mem_level(405)
+        gpu.set_pair(900, 405)
         report(**gpu.save())
         sys.stdout.flush()
         os._exit(1)  # dies holding both locks
@@ -271,12 +277,13 @@ def test_restore_saved_for_a_gpu_no_longer_there_is_device_gone(nvml: FakeNvml) 
 
 
 def run_benchmark(env: dict[str, str], results_dir: Path, *, as_uid: int | None = None,
-                  ) -> subprocess.CompletedProcess[str]:
-    """Run bench/nvml_real.py as a script, optionally pretending to be a non-root uid."""
+                  args: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """Run bench/nvml_real.py as a script, optionally pretending to be some uid."""
     script = REPO_ROOT / "bench" / "nvml_real.py"
     pretend = f"os.geteuid = lambda: {as_uid}; " if as_uid is not None else ""
+    argv = [str(script), "--results-dir", str(results_dir), *args]
     code = (f"import os, runpy, sys; {pretend}"
-            f"sys.argv = [{str(script)!r}, '--results-dir', {str(results_dir)!r}]; "
+            f"sys.argv = {argv!r}; "
             f"runpy.run_path({str(script)!r}, run_name='__main__')")
     return subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
                           capture_output=True, text=True, timeout=60, check=False)
@@ -298,6 +305,27 @@ def test_real_gpu_benchmark_refuses_politely_when_not_root(nvml: FakeNvml, tmp_p
     assert "root" in done.stdout
     assert not (tmp_path / "results").exists()
     assert "gpu0.lock_writes" not in nvml.state()
+
+
+@pytest.mark.parametrize("arch", ["turing", "ampere"])
+def test_real_gpu_benchmark_sets_pairs_where_the_memory_clock_is_governed(
+        nvml: FakeNvml, tmp_path: Path, arch: str) -> None:
+    nvml.configure({"arch": arch, "root": 1})
+    done = run_benchmark({"LD_LIBRARY_PATH": str(nvml.lib_dir), "PYTHONPATH": str(REPO_ROOT),
+                          "FAKE_NVML_STATE": str(nvml.state_path)}, tmp_path / "results",
+                         as_uid=0, args=("--hold-ms", "0", "--poll-s", "0.02"))
+    assert done.returncode == 0, done.stderr
+    (out,) = (tmp_path / "results").iterdir()
+    pairs = json.loads(out.read_text())["pair_lock"]
+    if arch == "turing":
+        assert pairs["supported"] is False and "Ampere" in pairs["reason"]
+    else:
+        route = [(s["level_mhz"], s["mem_mhz"]) for s in pairs["steps"]]
+        assert route == [(210, 1215), (810, 1215), (1410, 1215), (210, 405), (615, 405),
+                         (1005, 405), (615, 405), (210, 405), (1410, 1215), (810, 1215),
+                         (210, 1215)]
+        assert pairs["read_back_differs"] == 0
+    assert nvml.state()["gpu0.lock_max"] == "0"  # restored
 
 
 @pytest.mark.parametrize("arch", ["volta", "ampere"])

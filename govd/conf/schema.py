@@ -100,6 +100,9 @@ class DeviceConfig(Section):
     enabled: bool = True
     policy: PolicyConfig | None = None
     bounds: Bounds = Field(default_factory=Bounds)
+    memory_clock: Literal["auto", "off"] = "auto"
+    """With two clock domains (NVML, Ampere+): ``auto`` governs (core, memory) pairs, ``off``
+    the core clock only, the memory clock left at the driver's default."""
 
     @model_validator(mode="after")
     def _matches_something(self) -> DeviceConfig:

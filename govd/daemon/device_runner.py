@@ -114,6 +114,7 @@ class DeviceRunner:
         self.counts: Counter[str] = Counter()
         self._meter = EnergyMeter()
         self._applied_mhz: float | None = None
+        self._applied_mem_mhz: float | None = None
         self._last_write_s = -math.inf
         self._retry_s = FIRST_RETRY_S
         self._next_probe_s = -math.inf
@@ -159,7 +160,7 @@ class DeviceRunner:
             Sample(
                 freq_mhz=reading.freq_mhz, frame_time_ms=frame_time_ms,
                 frame_count=len(times_ms), interval_s=interval_s, busy=reading.busy,
-                power_w=power_w, counters=counters,
+                power_w=power_w, counters=counters, mem_freq_mhz=reading.mem_freq_mhz,
             )
         )
         self._predicted_ms = float(decision.outlook.time_ms[decision.level])
@@ -169,7 +170,7 @@ class DeviceRunner:
                               "relearns", condition=decision.fallback)
         else:
             self.limiter.clear((self.name, "model"), now_s)
-        switched = self._apply(now_s, decision.freq_mhz)
+        switched = self._apply(now_s, decision.freq_mhz, decision.mem_freq_mhz)
         self.counts["ticks"] += 1
         if self.recorder is not None:
             self.recorder.row(now_s - self._started_s, frame_time_ms, len(times_ms),
@@ -204,21 +205,30 @@ class DeviceRunner:
             self.energy_j += used_j
         return used_j
 
-    def _apply(self, now_s: float, freq_mhz: float) -> bool:
-        """Write the chosen level when it changed and the dwell time has passed."""
-        if freq_mhz == self._applied_mhz:
+    def _apply(self, now_s: float, freq_mhz: float, mem_freq_mhz: float | None) -> bool:
+        """Write the chosen level (a (core, memory) pair when ``mem_freq_mhz`` is not None)
+        when it changed and the dwell time has passed."""
+        if freq_mhz == self._applied_mhz and mem_freq_mhz == self._applied_mem_mhz:
             return False
         if self._applied_mhz is not None and now_s - self._last_write_s < self.settings.min_dwell_s:
             self.counts["held_by_dwell"] += 1
             return False
-        if self._guarded(now_s, "write", lambda: self.device.set_level(freq_mhz) or True) is None:
+        if self._guarded(now_s, "write", lambda: self._write(freq_mhz, mem_freq_mhz)) is None:
             return False
         self._applied_mhz = freq_mhz
+        self._applied_mem_mhz = mem_freq_mhz
         self._last_write_s = now_s
         self.counts["writes"] += 1
         for kind in ("gone", "read", "write"):
             self.limiter.clear((self.name, kind), now_s)
         self._retry_s = FIRST_RETRY_S
+        return True
+
+    def _write(self, freq_mhz: float, mem_freq_mhz: float | None) -> bool:
+        if mem_freq_mhz is None:
+            self.device.set_level(freq_mhz)
+        else:
+            self.device.set_pair(freq_mhz, mem_freq_mhz)
         return True
 
     def _guarded(self, now_s: float, kind: str, action: Callable[[], T]) -> T | None:
@@ -273,6 +283,7 @@ class DeviceRunner:
         """Write the chosen level again at the next tick (after suspend/resume the driver may
         have put its own back)."""
         self._applied_mhz = None
+        self.device.forget_applied()
 
     # -- faults --------------------------------------------------------------------------------
     def _pause(self, now_s: float, kind: str, exc: Exception, hand_back: bool) -> None:
@@ -294,6 +305,7 @@ class DeviceRunner:
                 self.limiter.warn((self.name, "restore"), now_s,
                                   f"{self.name}: restoring failed too ({restore_exc})")
         self._applied_mhz = None
+        self.device.forget_applied()  # what it holds when taken back is unknown
         self._override_ticks = 0
         self._next_probe_s = now_s + self._retry_s
         self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)
@@ -371,7 +383,8 @@ class DeviceRunner:
         recent.append((now_s, len(times_ms), sum(times_ms), power_w))
         while recent and recent[0][0] < now_s - RECENT_S:
             recent.popleft()
-        self._last = {"level_mhz": reading.freq_mhz, "busy": reading.busy,
+        self._last = {"level_mhz": reading.freq_mhz, "mem_level_mhz": reading.mem_freq_mhz,
+                      "busy": reading.busy,
                       "actual_frame_ms": actual_vs_predicted[0],
                       "predicted_frame_ms": actual_vs_predicted[1]}
 
@@ -392,6 +405,7 @@ class DeviceRunner:
             "power_w": sum(powers) / len(powers) if powers else None,
             "energy_j": self.energy_j,
             "chosen_mhz": self._applied_mhz,
+            "chosen_mem_mhz": self._applied_mem_mhz,
             **self._last,
             **{f"{k}": v for k, v in self.counts.items()},
         }

@@ -13,7 +13,7 @@ from govd.daemon.device_runner import RunnerSettings
 from govd.device.base import Device
 from govd.device.discovery import SYS, discover, discover_sysfs
 from govd.governor import Governor
-from govd.model.prior import read_prior
+from govd.model.prior import Prior, read_prior
 from govd.model.settings import ModelSettings
 from govd.policy.registry import make_policy
 
@@ -79,11 +79,38 @@ def model_settings(config: Config, device: Device, levels_mhz: np.ndarray) -> Mo
     )
 
 
+def clock_levels(config: Config, device: Device) -> tuple[np.ndarray, np.ndarray | None]:
+    """The levels the governor of ``device`` chooses from: (core clocks, memory clocks) of the
+    device's (core, memory) pairs, or (core clocks, None) for a device with one clock domain and
+    for one whose entry says ``memory_clock: off`` (its levels at the highest memory clock, where
+    the memory clock stays unlocked). Units: MHz."""
+    levels_mhz = np.asarray(device.levels_mhz, dtype=np.float64)
+    mem_levels_mhz = device.mem_levels_mhz
+    if mem_levels_mhz is None:
+        return levels_mhz, None
+    entry = entry_for(config, device)
+    if entry is not None and entry.memory_clock == "off":
+        return levels_mhz[mem_levels_mhz == mem_levels_mhz.max()], None
+    return levels_mhz, np.asarray(mem_levels_mhz, dtype=np.float64)
+
+
+def _prior_for(config: Config, device: Device, mem_levels_mhz: object) -> Prior | None:
+    """The configured prior, if any and if it fits the device: a prior holds core-clock scaling
+    curves, so a device governed over (core, memory) pairs starts without it (said once)."""
+    if not config.model.prior:
+        return None
+    if mem_levels_mhz is not None:
+        log.warning("%s: model.prior %s ignored: it is for one clock domain and this device "
+                    "is governed over (core, memory) pairs", device.name, config.model.prior)
+        return None
+    return read_prior(config.model.prior)
+
+
 def build_governor(config: Config, device: Device) -> tuple[Governor, RunnerSettings]:
     """A fresh governor for ``device`` and how its runner drives it. Raises SetupError."""
     entry = entry_for(config, device)
     policy_config = entry.policy if entry is not None and entry.policy else config.policy
-    levels_mhz = np.asarray(device.levels_mhz, dtype=np.float64)
+    levels_mhz, mem_levels_mhz = clock_levels(config, device)
     low_mhz, high_mhz = device.bounds_mhz
     if entry is not None:
         low_mhz = max(low_mhz, entry.bounds.min_mhz or low_mhz)
@@ -93,11 +120,12 @@ def build_governor(config: Config, device: Device) -> tuple[Governor, RunnerSett
     try:
         policy = make_policy(policy_config.name, **policy_config.params)
         governor = Governor(
-            levels_mhz, policy, target, model_settings(config, device, levels_mhz),
+            # the voltage table has one voltage per distinct core clock, pairs or not
+            levels_mhz, policy, target, model_settings(config, device, np.unique(levels_mhz)),
             bounds_mhz=(low_mhz, high_mhz), idle_power_w=math.nan if idle_w is None else idle_w,
             fallback=make_policy(policy_config.fallback),
-            fallback_grace_s=policy_config.fallback_grace_s,
-            prior=read_prior(config.model.prior) if config.model.prior else None,
+            fallback_grace_s=policy_config.fallback_grace_s, mem_levels_mhz=mem_levels_mhz,
+            prior=_prior_for(config, device, mem_levels_mhz),
         )
     except (ValueError, TypeError, LookupError, OSError) as exc:
         raise SetupError(f"{device.name}: cannot set up policy {policy_config.name!r}: {exc}") \

@@ -2,6 +2,11 @@
 
 One module per backend (devfreq, i915, xe, amdgpu, nvml, sim) implements `Device`; the kernel's
 and drivers' quirks stay inside that module. Units are in every name: MHz, W, mJ.
+
+Two clock domains (NVML's graphics and memory clocks) are an addition a backend may make: its
+`Device.mem_levels_mhz` gives the memory clock of each level, the levels then being (core, memory)
+pairs sorted by core then memory clock, and `Device.set_pair` sets both clocks. A device with one
+domain keeps the defaults (None; `set_pair` refused), so every one-domain backend stays as it is.
 """
 
 from __future__ import annotations
@@ -72,6 +77,14 @@ class Device(ABC):
         """Every settable level, ascending. Units: MHz."""
 
     @property
+    def mem_levels_mhz(self) -> npt.NDArray[np.float64] | None:
+        """With two clock domains, the memory clock of each level, parallel to `levels_mhz`
+        (which then holds the core clock of each (core, memory) pair, sorted by core then memory
+        clock, so a core clock repeats); None for a device with one clock domain (the default).
+        Units: MHz."""
+        return None
+
+    @property
     @abstractmethod
     def bounds_mhz(self) -> tuple[float, float]:
         """(min, max) the hardware/driver allows right now. Units: MHz."""
@@ -88,6 +101,21 @@ class Device(ABC):
     def set_level(self, freq_mhz: float) -> None:
         """Run at ``freq_mhz`` (clamped to bounds; writes ordered so no transient state is
         refused). Writes nothing when the device already runs there. Raises WriteRefused."""
+
+    def set_pair(self, freq_mhz: float, mem_freq_mhz: float) -> None:
+        """Run at the (core ``freq_mhz``, memory ``mem_freq_mhz``) pair nearest to the one asked
+        for, writing the two clocks in the order that never passes through a pair the driver
+        refuses, and putting the first back when the second is refused. Writes nothing that
+        already holds. Units: MHz. Raises WriteRefused (the device as it was), NotSupported on
+        a device with one clock domain (the default)."""
+        raise NotSupported(f"{self.name}: one clock domain; no memory clock to set")
+
+    def forget_applied(self) -> None:
+        """Forget the setting govd last wrote, so that the next `set_level` / `set_pair` writes
+        even when it asks for the same level: the device may have lost the setting (a driver
+        reload, a resume from suspend). Backends that skip writes by reading their setting back
+        have nothing to forget (the default)."""
+        return None
 
     def override(self) -> str | None:
         """What another tool changed in the clock setting of govd's last `set_level` (a short

@@ -1,4 +1,8 @@
-"""`govd devices`: every GPU found, its levels, the level running, and whether govd may drive it."""
+"""`govd devices`: every GPU found, its levels, the level running, and whether govd may drive it.
+
+A device with two clock domains (NVML, Ampere+) also shows its memory clocks and the one running;
+its levels are then (core, memory) pairs. Why a GPU's memory clock is not governed shows in the
+reason of a controllable device."""
 
 from __future__ import annotations
 
@@ -25,8 +29,13 @@ def describe(device: Device) -> dict[str, Any]:
         levels = device.levels_mhz
         row["levels"] = len(levels)
         row["min_mhz"], row["max_mhz"] = float(levels[0]), float(levels[-1])
-        freq_mhz = device.read().freq_mhz
-        row["current_mhz"] = None if math.isnan(freq_mhz) else freq_mhz
+        reading = device.read()
+        row["current_mhz"] = None if math.isnan(reading.freq_mhz) else reading.freq_mhz
+        mem_levels = device.mem_levels_mhz
+        if mem_levels is not None:
+            row["mem_levels_mhz"] = sorted({float(m) for m in mem_levels})
+            mem_mhz = reading.mem_freq_mhz
+            row["current_mem_mhz"] = None if math.isnan(mem_mhz) else mem_mhz
         verdict = device.controllable()
         row["controllable"], row["reason"] = verdict.ok, verdict.reason
     except DeviceError as exc:
@@ -54,10 +63,15 @@ def list_devices(sysfs_root: Path) -> list[dict[str, Any]]:
 
 def _text(row: dict[str, Any]) -> str:
     levels = "-"
-    if "levels" in row:
+    if "mem_levels_mhz" in row:
+        mems = ", ".join(f"{m:g}" for m in row["mem_levels_mhz"])
+        levels = f"{row['levels']} pairs {row['min_mhz']:g}–{row['max_mhz']:g} × mem {mems} MHz"
+    elif "levels" in row:
         levels = f"{row['levels']} levels {row['min_mhz']:g}–{row['max_mhz']:g} MHz"
     current = row.get("current_mhz")
     running = "-" if current is None else f"{current:g} MHz"
+    if current is not None and row.get("current_mem_mhz") is not None:
+        running = f"{current:g}/{row['current_mem_mhz']:g} MHz"
     verdict = "controllable" if row["controllable"] else "not controllable"
     if row["reason"]:
         verdict += f" ({row['reason']})"

@@ -1,34 +1,40 @@
 """NVIDIA GPUs through NVML (nvidia-ml-py, imported as ``pynvml``).
 
-Levels are the graphics clocks NVML supports at the memory clock in use: the highest supported
-memory clock (the driver's default) until `NvmlDevice.set_mem_level` locks another. A level is set
-by locking the graphics clock to it, ``nvmlDeviceSetGpuLockedClocks(h, f, f)`` (Volta or newer,
-root only); the memory clock by ``nvmlDeviceSetMemoryLockedClocks(h, m, m)`` (Ampere or newer).
-A clock set costs 10-15 ms on a V100 (seed 002), so a set that would change nothing is skipped.
+Where the GPU can lock its memory clock (Ampere or newer, with more than one memory clock) the
+levels are the supported (core, memory) pairs: every memory clock of
+``nvmlDeviceGetSupportedMemoryClocks`` with each graphics clock
+``nvmlDeviceGetSupportedGraphicsClocks(h, mem)`` lists for it, sorted by core then memory clock
+(`NvmlDevice.mem_levels_mhz` gives each level's memory clock). Otherwise the levels are the
+graphics clocks at the highest memory clock (the driver's default), and `govd devices` says why.
+A GPU that refuses the memory lock as NOT_SUPPORTED all the same falls back to that at once.
+
+`set_level` locks the graphics clock, ``nvmlDeviceSetGpuLockedClocks(h, f, f)`` (Volta or newer,
+root only), at the memory clock in force; `set_pair` locks both, with
+``nvmlDeviceSetMemoryLockedClocks(h, m, m)``. A lower memory clock supports fewer graphics clocks
+(the top ones go), so when the memory clock falls the graphics clock is locked first and when it
+rises the memory clock is: the pair in force is always one NVML supports. When the second lock is
+refused the first is put back (as the i915 min/max pair). A clock set costs 10-15 ms on a V100
+(seed 002), so a set that would change nothing is skipped.
 
 What `save` and `restore` can do: NVML has no call that reads a locked-clock range back, so govd
 cannot tell whether another tool (``nvidia-smi -lgc``) had locked the clocks before it started,
 nor to what. `save` records what NVML can read: the GPU's identity (UUID, PCI bus id, product)
-and the clocks running when govd found it, with ``gpu_locked_before: null`` meaning "unknown".
-`restore` puts back the driver default with ``nvmlDeviceResetGpuLockedClocks`` /
-``nvmlDeviceResetMemoryLockedClocks`` for each clock domain govd locked; `restore_saved` (what
+and both clocks running when govd found it, with ``gpu_locked_before: null`` meaning "unknown".
+`restore` puts back the driver default with ``nvmlDeviceResetMemoryLockedClocks`` /
+``nvmlDeviceResetGpuLockedClocks`` for each clock domain govd locked; `restore_saved` (what
 ``govd restore`` runs after a crash) resets both, since it cannot know which were locked. A lock
-someone else set before govd started is therefore lost, not restored. A driver reload drops every
-lock by itself, and leaves NVML handles stale (NVML then answers UNINITIALIZED: `DeviceGone`).
-
-NVML's return codes become the typed errors of `govd.device.base`: NOT_SUPPORTED → NotSupported;
-NO_PERMISSION and INVALID_ARGUMENT → WriteRefused; GPU_IS_LOST, NOT_FOUND, UNINITIALIZED (a stale
-session after a driver reload), DRIVER_NOT_LOADED and LIBRARY_NOT_FOUND → DeviceGone; anything
-else → DeviceError.
+someone else set before govd started is therefore lost, not restored. A driver reload (or a GPU
+falling off the bus) drops every lock by itself, so a device forgets the locks it applied
+whenever NVML says the GPU is gone; a reload also leaves NVML handles stale (NVML then answers
+UNINITIALIZED: `DeviceGone`). NVML's return codes become govd's typed errors as
+`govd.device.nvml_calls` says.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
@@ -45,20 +51,13 @@ from govd.device.base import (
     Reading,
     WriteRefused,
 )
+from govd.device.nvml_calls import SESSION, nvml_call, nvml_code
+from govd.model.settings import MAX_LEVELS
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_GONE = {
-    pynvml.NVML_ERROR_GPU_IS_LOST,
-    pynvml.NVML_ERROR_NOT_FOUND,
-    pynvml.NVML_ERROR_GPU_NOT_FOUND,
-    pynvml.NVML_ERROR_UNINITIALIZED,
-    pynvml.NVML_ERROR_DRIVER_NOT_LOADED,
-    pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
-}
-_REFUSED = {pynvml.NVML_ERROR_NO_PERMISSION, pynvml.NVML_ERROR_INVALID_ARGUMENT}
 _ARCH_NAMES = {
     pynvml.NVML_DEVICE_ARCH_KEPLER: "Kepler",
     pynvml.NVML_DEVICE_ARCH_MAXWELL: "Maxwell",
@@ -70,69 +69,30 @@ _ARCH_NAMES = {
     pynvml.NVML_DEVICE_ARCH_HOPPER: "Hopper",
     pynvml.NVML_DEVICE_ARCH_BLACKWELL: "Blackwell",
 }
+_LOCKS = {
+    "graphics": pynvml.nvmlDeviceSetGpuLockedClocks,
+    "memory": pynvml.nvmlDeviceSetMemoryLockedClocks,
+}
 # Memory first: resetting it changes which graphics clocks are supported.
 _RESETS = {
     "memory": pynvml.nvmlDeviceResetMemoryLockedClocks,
     "graphics": pynvml.nvmlDeviceResetGpuLockedClocks,
 }
+FloatArray = npt.NDArray[np.float64]
 
 
-def _typed(exc: pynvml.NVMLError, what: str) -> DeviceError:
-    """The govd error for an NVML error; ``what`` says which call on which GPU failed."""
-    code = exc.value
-    message = f"{what}: NVML error {code} ({exc})"
-    if code == pynvml.NVML_ERROR_NOT_SUPPORTED:
-        return NotSupported(message)
-    if code == pynvml.NVML_ERROR_NO_PERMISSION:
-        return WriteRefused(f"{message}; NVML locks clocks only for root")
-    if code in _REFUSED:
-        return WriteRefused(message)
-    if code in _GONE:
-        return DeviceGone(message)
-    return DeviceError(message)
+def _nearest(clocks_mhz: FloatArray, freq_mhz: float) -> int:
+    """The clock of ``clocks_mhz`` nearest to ``freq_mhz`` (the lower one on a tie). Units: MHz."""
+    if not math.isfinite(freq_mhz):
+        raise ValueError(f"cannot set a clock of {freq_mhz} MHz")
+    return int(clocks_mhz[np.argmin(np.abs(clocks_mhz - freq_mhz))])
 
 
-def _nvml(what: str, call: Callable[..., T], *args: Any) -> T:
-    """Run one pynvml call, turning its errors into govd's typed ones."""
-    try:
-        return call(*args)
-    except pynvml.NVMLError as exc:
-        raise _typed(exc, what) from exc
-
-
-def _nvml_code(exc: BaseException) -> int | None:
-    """The NVML return code behind a typed error raised by `_nvml`, if any."""
-    cause = exc.__cause__
-    return cause.value if isinstance(cause, pynvml.NVMLError) else None
-
-
-class _NvmlSession:
-    """nvmlInit once per process however many GPUs are open; nvmlShutdown when the last closes."""
-
-    def __init__(self) -> None:
-        self._users = 0
-        self._lock = threading.Lock()
-
-    def acquire(self) -> None:
-        """Take a reference, initialising NVML on the first. Raises pynvml.NVMLError."""
-        with self._lock:
-            if self._users == 0:
-                pynvml.nvmlInit()
-            self._users += 1
-
-    def release(self) -> None:
-        """Give a reference back, shutting NVML down with the last."""
-        with self._lock:
-            if self._users == 0:
-                return
-            self._users -= 1
-            if self._users == 0:
-                # A driver that went away cannot be shut down any further.
-                with contextlib.suppress(pynvml.NVMLError):
-                    pynvml.nvmlShutdown()
-
-
-_SESSION = _NvmlSession()
+def _thinned(clocks_mhz: FloatArray, step: int) -> FloatArray:
+    """Every ``step``-th clock counted down from the highest, the lowest always kept."""
+    if step <= 1:
+        return clocks_mhz
+    return np.union1d(clocks_mhz[::-1][::step], clocks_mhz[:1])
 
 
 class NvmlDevice(Device):
@@ -146,31 +106,40 @@ class NvmlDevice(Device):
     def __init__(self, handle: Any) -> None:
         """Wrap an NVML handle; the caller holds one session reference for this device."""
         self._handle = handle
-        self.name = _nvml("read UUID", pynvml.nvmlDeviceGetUUID, handle)
+        self.name = nvml_call("read UUID", pynvml.nvmlDeviceGetUUID, handle)
         """The GPU's NVML UUID (``GPU-…``), stable across reboots and PCI moves."""
-        self.product: str = _nvml(f"{self.name}: read name", pynvml.nvmlDeviceGetName, handle)
+        self.product: str = nvml_call(f"{self.name}: read name", pynvml.nvmlDeviceGetName, handle)
         """Marketing name, e.g. ``NVIDIA H100 80GB HBM3``."""
-        pci = _nvml(f"{self.name}: read PCI info", pynvml.nvmlDeviceGetPciInfo, handle)
+        pci = nvml_call(f"{self.name}: read PCI info", pynvml.nvmlDeviceGetPciInfo, handle)
         self.pci_bus_id: str = pci.busId.decode() if isinstance(pci.busId, bytes) else pci.busId
         """PCI address as NVML writes it (``00000000:17:00.0``)."""
         try:
             self._arch: int | None = pynvml.nvmlDeviceGetArchitecture(handle)
         except pynvml.NVMLError:
             self._arch = None  # old drivers lack the call; the writes will tell instead
-        mem = _nvml(f"{self.name}: list memory clocks", pynvml.nvmlDeviceGetSupportedMemoryClocks,
-                    handle)
+        mem = nvml_call(f"{self.name}: list memory clocks",
+                        pynvml.nvmlDeviceGetSupportedMemoryClocks, handle)
         if not mem:
             raise NotSupported(f"{self.name}: NVML lists no supported memory clocks")
-        self._mem_levels = np.array(sorted(mem), dtype=np.float64)
-        self._levels = self._graphics_levels(int(self._mem_levels[-1]))
-        self._locked_mhz: int | None = None
-        self._mem_locked_mhz: int | None = None
+        self._mem_clocks = np.array(sorted(set(mem)), dtype=np.float64)
+        self._applied: dict[str, int | None] = dict.fromkeys(_LOCKS)
         self._written: set[str] = set()
         self._refused = ""
         self._saved: dict[str, Any] | None = None
         self._closed = False
         self._energy_supported = True
         self._power_supported = True
+        self._mem_note = ""
+        self._graphics: dict[int, FloatArray] = {}
+        self._levels: FloatArray
+        self._mem_levels: FloatArray | None = None
+        if len(self._mem_clocks) == 1:
+            self._one_domain("")
+        elif self._arch is None or self._arch < pynvml.NVML_DEVICE_ARCH_AMPERE:
+            arch = _ARCH_NAMES.get(self._arch or -1, "of an unknown architecture")
+            self._one_domain(f"{self.product} is {arch}: memory clock locks need Ampere or newer")
+        else:
+            self._two_domains()
 
     @classmethod
     def open_index(cls, index: int) -> NvmlDevice:
@@ -184,43 +153,79 @@ class NvmlDevice(Device):
 
     @classmethod
     def _open(cls, what: str, get_handle: Callable[[Any], Any], key: Any) -> NvmlDevice:
-        _nvml(f"{what}: start NVML", _SESSION.acquire)
+        nvml_call(f"{what}: start NVML", SESSION.acquire)
         try:
-            return cls(_nvml(f"{what}: open", get_handle, key))
+            return cls(nvml_call(f"{what}: open", get_handle, key))
         except BaseException:
-            _SESSION.release()
+            SESSION.release()
             raise
 
     def close(self) -> None:
         """Give this device's NVML session reference back (idempotent); does not restore."""
         if not self._closed:
             self._closed = True
-            _SESSION.release()
+            SESSION.release()
 
-    def _graphics_levels(self, mem_mhz: int) -> npt.NDArray[np.float64]:
-        clocks = _nvml(f"{self.name}: list graphics clocks at memory {mem_mhz} MHz",
-                       pynvml.nvmlDeviceGetSupportedGraphicsClocks, self._handle, mem_mhz)
+    def forget_applied(self) -> None:
+        """Forget the locks govd applied: the next set writes them again (NVML cannot read a
+        lock back to see whether the GPU still holds it)."""
+        self._applied = dict.fromkeys(_LOCKS)
+
+    def _call(self, what: str, call: Callable[..., T], *args: Any) -> T:
+        try:
+            return nvml_call(f"{self.name}: {what}", call, *args)
+        except DeviceGone:
+            # A lost GPU or a reloaded driver comes back with the driver-default clocks.
+            self.forget_applied()
+            raise
+
+    def _graphics_levels(self, mem_mhz: int) -> FloatArray:
+        clocks = self._call(f"list graphics clocks at memory {mem_mhz} MHz",
+                            pynvml.nvmlDeviceGetSupportedGraphicsClocks, self._handle, mem_mhz)
         if not clocks:
             raise NotSupported(f"{self.name}: no graphics clocks at memory {mem_mhz} MHz")
         return np.array(sorted(set(clocks)), dtype=np.float64)
 
+    def _two_domains(self) -> None:
+        """Levels: every supported (core, memory) pair, thinned evenly in core clock where there
+        are more than the model takes (`MAX_LEVELS`)."""
+        graphics = {int(m): self._graphics_levels(int(m)) for m in self._mem_clocks}
+        total = sum(len(clocks) for clocks in graphics.values())
+        step = math.ceil(total / (MAX_LEVELS - len(graphics)))
+        self._graphics = {m: _thinned(clocks, step) for m, clocks in graphics.items()}
+        pairs = sorted((core, m) for m, clocks in self._graphics.items() for core in clocks)
+        self._levels = np.array([core for core, _ in pairs], dtype=np.float64)
+        self._mem_levels = np.array([m for _, m in pairs], dtype=np.float64)
+
+    def _one_domain(self, why: str) -> None:
+        """Levels: the graphics clocks at the highest memory clock; ``why`` the memory clock is
+        not governed ("" when there is only one)."""
+        top = int(self._mem_clocks[-1])
+        clocks = self._graphics[top] if top in self._graphics else self._graphics_levels(top)
+        self._graphics = {top: _thinned(clocks, math.ceil(len(clocks) / MAX_LEVELS))}
+        self._levels = self._graphics[top]
+        self._mem_levels = None
+        self._mem_note = f"{why}; graphics clock only, at memory {top} MHz" if why else ""
+
     @property
-    def levels_mhz(self) -> npt.NDArray[np.float64]:
-        """Supported graphics clocks at the memory clock in use, ascending. Units: MHz."""
+    def levels_mhz(self) -> FloatArray:
+        """Core clock of every level, ascending: of every (core, memory) pair with two clock
+        domains, else the supported graphics clocks at the highest memory clock. Units: MHz."""
         return self._levels.copy()
 
     @property
-    def mem_levels_mhz(self) -> npt.NDArray[np.float64]:
-        """Supported memory clocks, ascending: the second knob of `set_mem_level`. Units: MHz."""
-        return self._mem_levels.copy()
+    def mem_levels_mhz(self) -> FloatArray | None:
+        """Memory clock of every level with two clock domains, None with one. Units: MHz."""
+        return None if self._mem_levels is None else self._mem_levels.copy()
 
     @property
     def bounds_mhz(self) -> tuple[float, float]:
-        """Lowest and highest supported graphics clock at the memory clock in use. Units: MHz."""
+        """Lowest and highest core clock of the levels. Units: MHz."""
         return float(self._levels[0]), float(self._levels[-1])
 
     def controllable(self) -> Controllability:
-        """Not when govd is not root, the GPU predates Volta, or NVML refused a lock already."""
+        """Not when govd is not root, the GPU predates Volta, or NVML refused the last lock;
+        the reason says so too when only the graphics clock can be governed."""
         if self._refused:
             return Controllability(False, self._refused)
         if os.geteuid() != 0:
@@ -230,7 +235,7 @@ class NvmlDevice(Device):
             arch = _ARCH_NAMES.get(self._arch, f"architecture {self._arch}")
             return Controllability(False, f"{self.product} is {arch}: locked clocks need Volta "
                                    "or newer (NOT_SUPPORTED)")
-        return Controllability(True)
+        return Controllability(True, self._mem_note)
 
     def read(self) -> Reading:
         """Graphics and memory clocks running, utilisation, energy counter and power.
@@ -242,76 +247,124 @@ class NvmlDevice(Device):
         h = self._handle
         freq_mhz = self._clock_mhz("graphics", pynvml.NVML_CLOCK_GRAPHICS)
         mem_mhz = self._clock_mhz("memory", pynvml.NVML_CLOCK_MEM)
-        util = _nvml(f"{self.name}: read utilisation", pynvml.nvmlDeviceGetUtilizationRates, h)
+        util = self._call("read utilisation", pynvml.nvmlDeviceGetUtilizationRates, h)
         energy_mj = math.nan
         if self._energy_supported:
             try:
-                energy_mj = float(_nvml(f"{self.name}: read energy",
-                                        pynvml.nvmlDeviceGetTotalEnergyConsumption, h))
+                energy_mj = float(self._call("read energy",
+                                             pynvml.nvmlDeviceGetTotalEnergyConsumption, h))
             except NotSupported:
                 self._energy_supported = False  # pre-Volta: ask once, not every tick
         power_w = math.nan
         if self._power_supported:
             try:
-                power_mw = _nvml(f"{self.name}: read power", pynvml.nvmlDeviceGetPowerUsage, h)
-                power_w = power_mw / 1000
+                power_w = self._call("read power", pynvml.nvmlDeviceGetPowerUsage, h) / 1000
             except NotSupported:
                 self._power_supported = False
         return Reading(freq_mhz=float(freq_mhz), busy=util.gpu / 100, energy_mj=energy_mj,
                        power_w=power_w, mem_freq_mhz=float(mem_mhz),
                        counters={"mem_busy": util.memory / 100})
 
-    def set_level(self, freq_mhz: float) -> None:
-        """Lock the graphics clock at the supported level nearest ``freq_mhz`` (clamped to bounds).
+    def _mem_in_force(self) -> int:
+        """The memory clock govd locked, else the highest (what an unlocked GPU may run)."""
+        return self._applied["memory"] or int(self._mem_clocks[-1])
 
-        Writes nothing when govd's last lock is already at that level: NVML cannot read a lock
+    def set_level(self, freq_mhz: float) -> None:
+        """Lock the graphics clock at the supported clock nearest ``freq_mhz`` at the memory
+        clock in force (so clamped to bounds).
+
+        Writes nothing when govd's last lock is already at that clock: NVML cannot read a lock
         back, so a lock changed behind govd's back shows only in `read`. Units: MHz.
         Raises WriteRefused (NO_PERMISSION, INVALID_ARGUMENT), NotSupported (pre-Volta), DeviceGone.
         """
-        target_mhz = self._nearest_level(freq_mhz)
-        if target_mhz != self._locked_mhz:
-            self._lock("graphics", pynvml.nvmlDeviceSetGpuLockedClocks, target_mhz)
-            self._locked_mhz = target_mhz
+        core_mhz = _nearest(self._graphics[self._mem_in_force()], freq_mhz)
+        if core_mhz != self._applied["graphics"]:
+            self._lock("graphics", core_mhz)
 
-    def set_mem_level(self, mem_mhz: float) -> None:
-        """Lock the memory clock at ``mem_mhz`` (one of `mem_levels_mhz`); the graphics levels
-        become those NVML supports at that memory clock. Units: MHz.
-        Raises NotSupported before Ampere, WriteRefused for a clock NVML rejects or without root.
+    def set_pair(self, freq_mhz: float, mem_freq_mhz: float) -> None:
+        """Lock both clocks at the supported pair nearest (``freq_mhz``, ``mem_freq_mhz``):
+        the memory clock nearest ``mem_freq_mhz``, then the graphics clock nearest ``freq_mhz``
+        at it. The graphics clock is written first when the memory clock falls, the memory
+        clock first when it rises; when the second write fails the first is put back.
+
+        Where the memory clock is not governed (`mem_levels_mhz` is None) this is `set_level`;
+        a memory lock NVML answers NOT_SUPPORTED makes it so from then on (logged once). Units:
+        MHz. Raises WriteRefused, NotSupported (pre-Volta), DeviceGone.
         """
-        target_mhz = round(mem_mhz)
-        if target_mhz == self._mem_locked_mhz:
+        if self._mem_levels is None:
+            self.set_level(freq_mhz)
             return
-        self._lock("memory", pynvml.nvmlDeviceSetMemoryLockedClocks, target_mhz)
-        self._mem_locked_mhz = target_mhz
-        if target_mhz in self._mem_levels:
-            self._levels = self._graphics_levels(target_mhz)
-            if self._locked_mhz is not None and self._locked_mhz not in self._levels:
-                self._locked_mhz = None  # the next set_level must write again
+        mem_mhz = _nearest(self._mem_clocks, mem_freq_mhz)
+        writes = [("graphics", _nearest(self._graphics[mem_mhz], freq_mhz)), ("memory", mem_mhz)]
+        if mem_mhz > self._mem_in_force():
+            writes.reverse()  # the graphics lock in force is supported at a higher memory clock
+        done: list[tuple[str, int | None]] = []
+        for domain, clock_mhz in writes:
+            before = self._applied[domain]
+            if clock_mhz == before:
+                continue
+            try:
+                self._lock(domain, clock_mhz)
+            except NotSupported as exc:
+                if domain != "memory":
+                    self._roll_back(done)
+                    raise
+                self._lose_memory_domain(exc)
+                self.set_level(freq_mhz)
+                return
+            except DeviceError:
+                self._roll_back(done)
+                raise
+            done.append((domain, before))
 
-    def _nearest_level(self, freq_mhz: float) -> int:
-        if not math.isfinite(freq_mhz):
-            raise ValueError(f"{self.name}: cannot set a level of {freq_mhz} MHz")
-        return int(self._levels[np.argmin(np.abs(self._levels - freq_mhz))])
+    def _roll_back(self, done: list[tuple[str, int | None]]) -> None:
+        """Put back the locks of ``done`` (domain, lock before) after a later write failed."""
+        for domain, before in reversed(done):
+            try:
+                if before is None:
+                    self._reset(domain)
+                else:
+                    self._lock(domain, before)
+            except DeviceError as exc:
+                log.warning("%s: could not put the %s clock lock back: %s", self.name, domain,
+                            exc)
+                self.forget_applied()  # unknown now: write both next time
+                return
 
-    def _lock(self, domain: str, call: Callable[[Any, int, int], None], clock_mhz: int) -> None:
+    def _lose_memory_domain(self, exc: NotSupported) -> None:
+        """NVML refused the memory lock as NOT_SUPPORTED: govern the graphics clock only."""
+        log.warning("%s: %s; governing the graphics clock only", self.name, exc)
+        if self._applied["memory"] is not None:
+            try:
+                self._reset("memory")
+            except DeviceError as reset_exc:
+                log.warning("%s: memory clock lock not reset: %s", self.name, reset_exc)
+        self._applied["memory"] = None
+        self._one_domain(f"memory clock lock NOT_SUPPORTED ({exc})")
+
+    def _lock(self, domain: str, clock_mhz: int) -> None:
         self.save()
         self._written.add(domain)  # before the call: a lock that half-happened gets reset too
         try:
-            _nvml(f"{self.name}: lock {domain} clock at {clock_mhz} MHz", call, self._handle,
-                  clock_mhz, clock_mhz)
+            self._call(f"lock {domain} clock at {clock_mhz} MHz", _LOCKS[domain], self._handle,
+                       clock_mhz, clock_mhz)
         except (NotSupported, WriteRefused) as exc:
-            # Lacking root or the feature will not change by retrying: stop offering the GPU.
-            if isinstance(exc, NotSupported) or _nvml_code(exc) == pynvml.NVML_ERROR_NO_PERMISSION:
+            # Lacking root or the feature will not change by retrying: stop offering the GPU
+            # (a memory lock NOT_SUPPORTED only loses the memory clock: see set_pair).
+            if (isinstance(exc, NotSupported) and domain == "graphics") or \
+                    nvml_code(exc) == pynvml.NVML_ERROR_NO_PERMISSION:
                 self._refused = str(exc)
             raise
+        self._applied[domain] = clock_mhz
+        self._refused = ""  # NVML takes locks again (root regained, a transient refusal over)
 
     def _clock_mhz(self, what: str, clock_type: int) -> int:
-        return int(_nvml(f"{self.name}: read {what} clock", pynvml.nvmlDeviceGetClockInfo,
-                         self._handle, clock_type))
+        return int(self._call(f"read {what} clock", pynvml.nvmlDeviceGetClockInfo,
+                              self._handle, clock_type))
 
     def save(self) -> dict[str, Any]:
-        """Identity and clocks found before govd's first write (recorded once; see module doc:
-        NVML cannot read a locked range, so ``gpu_locked_before`` is null, i.e. unknown)."""
+        """Identity and both clocks found before govd's first write (recorded once; see module
+        doc: NVML cannot read a locked range, so ``gpu_locked_before`` is null, i.e. unknown)."""
         if self._saved is None:
             self._saved = {
                 "backend": self.backend,
@@ -344,25 +397,21 @@ class NvmlDevice(Device):
                 try:
                     self._reset(domain)
                 except NotSupported:
-                    # only reachable for a device reopened by `from_saved`, which resets both
-                    # domains without knowing whether this GPU has a memory lock at all
+                    # a device reopened by `from_saved` resets both domains without knowing
+                    # whether this GPU has a memory lock at all
                     log.debug("%s: no %s clock lock to reset", self.name, domain)
 
     def _reset(self, domain: str) -> None:
-        _nvml(f"{self.name}: reset {domain} clock lock", _RESETS[domain], self._handle)
+        self._call(f"reset {domain} clock lock", _RESETS[domain], self._handle)
         self._written.discard(domain)
-        if domain == "memory":
-            self._mem_locked_mhz = None
-            self._levels = self._graphics_levels(int(self._mem_levels[-1]))
-        else:
-            self._locked_mhz = None
+        self._applied[domain] = None
 
 
 def discover_nvml() -> list[NvmlDevice]:
     """Every GPU NVML can open, in NVML's order; [] with a logged reason when there is no NVML
     library or driver. A GPU that fails to open is skipped with a logged reason."""
     try:
-        _SESSION.acquire()
+        SESSION.acquire()
     except pynvml.NVMLError_LibraryNotFound:
         log.info("no NVIDIA GPUs: libnvidia-ml.so.1 not found (no NVIDIA driver installed)")
         return []
@@ -370,7 +419,7 @@ def discover_nvml() -> list[NvmlDevice]:
         log.warning("no NVIDIA GPUs: nvmlInit failed: %s", exc)
         return []
     try:
-        count = _nvml("count GPUs", pynvml.nvmlDeviceGetCount)
+        count = nvml_call("count GPUs", pynvml.nvmlDeviceGetCount)
         devices = []
         for index in range(count):
             try:
@@ -382,7 +431,7 @@ def discover_nvml() -> list[NvmlDevice]:
         log.warning("no NVIDIA GPUs: %s", exc)
         return []
     finally:
-        _SESSION.release()
+        SESSION.release()
 
 
 def restore_saved(saved: Mapping[str, Any]) -> None:

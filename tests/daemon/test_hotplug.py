@@ -86,15 +86,13 @@ def test_nvml_gpu_lost_to_a_driver_reload_is_reopened_and_locked_again(fake_lib_
         (gpu,) = discover_nvml()
         gpu.save()
         governor = Governor(gpu.levels_mhz, make_policy("powersave"), Target(fps=60),
-                            ModelSettings())
+                            ModelSettings(), mem_levels_mhz=gpu.mem_levels_mhz)
         runner = DeviceRunner(gpu, governor, RunnerSettings("powersave", Target(fps=60), {}, 0),
                               EpisodeLimiter(logging.getLogger("t")),
                               reopen=functools.partial(reopen, sysfs_root="/sys"))
         runner.tick(0.0, 0.05, [])
         locked_before = open(os.environ["FAKE_NVML_STATE"]).read()
-        fake_set("reload", 1)
-        fake_set("gpu0.lock_min", 0)
-        fake_set("gpu0.lock_max", 0)  # a reload drops every lock
+        fake_set("reload", 1)  # the fake drops every lock, as a reload does
         runner.tick(0.05, 0.05, [])
         paused = runner.paused
         runner.tick(2.0, 0.05, [])  # past the back-off: probe, reopen, lock again

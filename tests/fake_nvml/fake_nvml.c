@@ -3,25 +3,33 @@
  * real Python binding runs against it. It implements only the symbols govd's NVML backend reaches,
  * with NVML's ABI (nvmlReturn_t = int, handles are pointers, nvmlPciInfo_t as in nvml.h v3) and
  * NVML's rules: clock locks need root, Volta+ for locked graphics clocks and the energy counter,
- * Ampere+ for locked memory clocks, min <= max inside the supported range, UNINITIALIZED before
- * nvmlInit and after a simulated driver reload, GPU_IS_LOST when a GPU is marked lost.
+ * Ampere+ for locked memory clocks, min <= max inside the supported range, and the two locks
+ * always a supported (memory, graphics) pair: a lower memory clock supports fewer graphics clocks
+ * (the top ones go), so a lock that would leave the graphics lock above what the memory clock in
+ * force supports is INVALID_ARGUMENT. UNINITIALIZED before nvmlInit and after a simulated driver
+ * reload, GPU_IS_LOST when a GPU is marked lost. A driver reload drops every lock, a lost GPU its
+ * own (it comes back reset).
  *
  * State lives in a key=value text file named by FAKE_NVML_STATE, read on every call and rewritten
  * on every write, so the test, the process under test and a later `govd restore` all see the same
  * GPU. Without FAKE_NVML_STATE the state is in memory only. Keys (per-GPU keys `gpuN.<key>`
  * override the global `<key>`):
  *   gpus=2               number of GPUs (default 1)
- *   arch=hopper          hopper | ampere | volta | pascal (default hopper)
+ *   arch=hopper          hopper | ada | ampere | turing | volta | pascal (default hopper);
+ *                        ada has more (core, memory) pairs than govd's model takes
  *   root=0|1             whether the caller counts as root (default: geteuid() == 0)
  *   busy=50              GPU utilisation in percent (default 50)
  *   lost=1               the GPU has fallen off the bus
- *   reload=N             bump it to simulate a driver reload: old sessions get UNINITIALIZED
+ *   reload=N             bump it to simulate a driver reload: old sessions get UNINITIALIZED,
+ *                        every lock is dropped (locks_reload records the reload they belong to)
  *   gpuN.lock_min/lock_max, gpuN.mem_lock_min/mem_lock_max   locked clocks, MHz (0 = unlocked)
- *   gpuN.lock_writes     how many times SetGpuLockedClocks succeeded (tests count writes)
+ *   gpuN.lock_writes, gpuN.mem_lock_writes   how many times SetGpuLockedClocks /
+ *                        SetMemoryLockedClocks succeeded (tests count writes)
  *   gpuN.energy_mj, gpuN.energy_at_ms                      energy counter and when it last advanced
  *   energy_stall=1       the energy counter stops advancing (firmware stall)
  *   fail.<Call>=<code>   the device call nvmlDevice<Call> returns NVML code <code> (3 NOT_SUPPORTED,
- *                        4 NO_PERMISSION, 15 GPU_IS_LOST, 999 UNKNOWN ...), e.g. fail.GetClockInfo=15;
+ *                        4 NO_PERMISSION, 15 GPU_IS_LOST, 999 UNKNOWN ...), e.g. fail.GetClockInfo=15
+ *                        (a GPU_IS_LOST injected so drops the GPU's locks, as a real loss does);
  *                        gpuN.fail.<Call> for one GPU only
  *   fail.<Call>.times=N  only the next N calls fail (counted down in the state file)
  */
@@ -37,7 +45,7 @@ enum {
     NOT_FOUND = 6, INSUFFICIENT_SIZE = 7, GPU_IS_LOST = 15, UNKNOWN = 999
 };
 enum { CLOCK_GRAPHICS = 0, CLOCK_SM = 1, CLOCK_MEM = 2 };
-enum { ARCH_PASCAL = 4, ARCH_VOLTA = 5, ARCH_AMPERE = 7, ARCH_HOPPER = 9 };
+enum { ARCH_PASCAL = 4, ARCH_VOLTA = 5, ARCH_TURING = 6, ARCH_AMPERE = 7, ARCH_ADA = 8, ARCH_HOPPER = 9 };
 
 #define MAX_GPUS 8
 #define MAX_KEYS 128
@@ -52,21 +60,25 @@ typedef struct { unsigned gpu, memory; } nvmlUtilization_t;
 
 struct fake_gpu { int index; };
 
-/* Graphics levels are lo + i*num/den MHz (V100's alternate 7 and 8 MHz steps), the same at every
- * memory clock; memory clocks are listed highest (default) first, as NVML lists them. */
+/* Graphics levels are lo + i*num/den MHz (V100's alternate 7 and 8 MHz steps) up to top_mhz[m] at
+ * memory clock m; memory clocks are listed highest (default) first, as NVML lists them. */
 struct arch_spec {
     const char *key, *name;
-    unsigned arch, pci_id, n_mem, mem_mhz[2], lo_mhz, hi_mhz, num, den, idle_mw, max_mw;
+    unsigned arch, pci_id, n_mem, mem_mhz[2], top_mhz[2], lo_mhz, num, den, idle_mw, max_mw;
 };
 
 static const struct arch_spec ARCHS[] = {
-    {"hopper", "NVIDIA H100 80GB HBM3", ARCH_HOPPER, 0x233010DE, 2, {2619, 1593}, 345, 1980, 15, 1,
-     70000, 700000},
-    {"ampere", "NVIDIA A100-SXM4-40GB", ARCH_AMPERE, 0x20B010DE, 2, {1215, 405}, 210, 1410, 15, 1,
-     50000, 400000},
-    {"volta", "Tesla V100-SXM2-16GB", ARCH_VOLTA, 0x1DB110DE, 1, {877}, 135, 1530, 15, 2, 40000,
+    {"hopper", "NVIDIA H100 80GB HBM3", ARCH_HOPPER, 0x233010DE, 2, {2619, 1593}, {1980, 1500},
+     345, 15, 1, 70000, 700000},
+    {"ada", "NVIDIA GeForce RTX 4090", ARCH_ADA, 0x268410DE, 2, {10501, 405}, {2520, 1005}, 210, 15,
+     2, 30000, 450000},
+    {"ampere", "NVIDIA A100-SXM4-40GB", ARCH_AMPERE, 0x20B010DE, 2, {1215, 405}, {1410, 1005},
+     210, 15, 1, 50000, 400000},
+    {"turing", "Tesla T4", ARCH_TURING, 0x1EB810DE, 2, {5001, 405}, {1590, 795}, 300, 15, 1, 20000,
+     70000},
+    {"volta", "Tesla V100-SXM2-16GB", ARCH_VOLTA, 0x1DB110DE, 1, {877}, {1530}, 135, 15, 2, 40000,
      300000},
-    {"pascal", "Tesla P100-PCIE-16GB", ARCH_PASCAL, 0x15F810DE, 1, {715}, 544, 1324, 13, 1, 30000,
+    {"pascal", "Tesla P100-PCIE-16GB", ARCH_PASCAL, 0x15F810DE, 1, {715}, {1324}, 544, 13, 1, 30000,
      250000},
 };
 
@@ -162,34 +174,42 @@ static const struct arch_spec *spec_of(int gpu) {
     return &ARCHS[0];
 }
 
-static unsigned n_levels(const struct arch_spec *s) {
-    return (s->hi_mhz - s->lo_mhz) * s->den / s->num + 1;
+/* Graphics levels at the memory clock of index m (0 = the highest). */
+static unsigned n_levels(const struct arch_spec *s, unsigned m) {
+    return (s->top_mhz[m] - s->lo_mhz) * s->den / s->num + 1;
 }
 
 static unsigned level(const struct arch_spec *s, unsigned i) { return s->lo_mhz + i * s->num / s->den; }
 
-/* The driver runs the highest supported level not above the lock's upper bound. */
-static unsigned graphics_running(int gpu) {
-    const struct arch_spec *s = spec_of(gpu);
-    long long lock_max = gpu_int(gpu, "lock_max", 0);
-    if (lock_max == 0) return gpu_int(gpu, "busy", 50) > 0 ? s->hi_mhz : s->lo_mhz;
-    unsigned best = s->lo_mhz;
-    for (unsigned i = 0; i < n_levels(s); i++)
-        if (level(s, i) <= lock_max) best = level(s, i);
-    return best;
+/* Index of the memory clock a memory lock's upper bound selects: the highest supported one not
+ * above it (0, the default, when unlocked). */
+static unsigned mem_index(const struct arch_spec *s, long long mem_lock_max) {
+    for (unsigned i = 0; mem_lock_max && i < s->n_mem; i++)
+        if (s->mem_mhz[i] <= mem_lock_max) return i;
+    return 0;
 }
 
 static unsigned mem_running(int gpu) {
     const struct arch_spec *s = spec_of(gpu);
-    long long lock_max = gpu_int(gpu, "mem_lock_max", 0);
-    for (unsigned i = 0; lock_max && i < s->n_mem; i++)
-        if (s->mem_mhz[i] <= lock_max) return s->mem_mhz[i];
-    return s->mem_mhz[0];
+    return s->mem_mhz[mem_index(s, gpu_int(gpu, "mem_lock_max", 0))];
+}
+
+/* The driver runs the highest level supported at the memory clock running and not above the
+ * lock's upper bound. */
+static unsigned graphics_running(int gpu) {
+    const struct arch_spec *s = spec_of(gpu);
+    unsigned m = mem_index(s, gpu_int(gpu, "mem_lock_max", 0));
+    long long lock_max = gpu_int(gpu, "lock_max", 0);
+    if (lock_max == 0) return gpu_int(gpu, "busy", 50) > 0 ? s->top_mhz[m] : s->lo_mhz;
+    unsigned best = s->lo_mhz;
+    for (unsigned i = 0; i < n_levels(s, m); i++)
+        if (level(s, i) <= lock_max) best = level(s, i);
+    return best;
 }
 
 static unsigned power_mw(int gpu) {
     const struct arch_spec *s = spec_of(gpu);
-    double share = (double)graphics_running(gpu) / s->hi_mhz;
+    double share = (double)graphics_running(gpu) / s->top_mhz[0];
     double busy = gpu_int(gpu, "busy", 50) / 100.0;
     return (unsigned)(s->idle_mw + (s->max_mw - s->idle_mw) * busy * share * share);
 }
@@ -200,12 +220,24 @@ static long long now_ms(void) {
     return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
+/* A GPU that was lost or whose driver reloaded comes back with the driver-default clocks. */
+static void drop_locks(int gpu) {
+    static const char *const keys[] = {"lock_min", "lock_max", "mem_lock_min", "mem_lock_max"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) gpu_set(gpu, keys[i], 0);
+    save_state();
+}
+
 /* Every entry point starts here: initialised, state fresh, no driver reload since nvmlInit. */
 static int begin(void) {
     if (init_count == 0) return UNINITIALIZED;
     load_state();
-    const char *r = get("reload");
-    return (r ? atol(r) : 0) == reload_at_init ? OK : UNINITIALIZED;
+    const char *r = get("reload"), *locks = get("locks_reload");
+    long reload = r ? atol(r) : 0;
+    if (reload != (locks ? atol(locks) : 0)) { /* the first call to see a reload drops locks */
+        set("locks_reload", reload);
+        for (int i = 0; i < gpu_count(); i++) drop_locks(i);
+    }
+    return reload == reload_at_init ? OK : UNINITIALIZED;
 }
 
 static int begin_device(struct fake_gpu *h, int *gpu) {
@@ -213,7 +245,9 @@ static int begin_device(struct fake_gpu *h, int *gpu) {
     if (rc != OK) return rc;
     if (h < gpus || h >= gpus + MAX_GPUS || h->index >= gpu_count()) return INVALID_ARGUMENT;
     *gpu = h->index;
-    return gpu_int(*gpu, "lost", 0) ? GPU_IS_LOST : OK;
+    if (!gpu_int(*gpu, "lost", 0)) return OK;
+    drop_locks(*gpu);
+    return GPU_IS_LOST;
 }
 
 #define DEVICE_ENTRY(h)                                   \
@@ -233,6 +267,7 @@ static int injected(int gpu, const char *call) {
         set(times_key, times - 1);
         save_state();
     }
+    if (atoi(code) == GPU_IS_LOST) drop_locks(gpu);
     return atoi(code);
 }
 
@@ -273,6 +308,14 @@ const char *nvmlErrorString(int rc) {
     case GPU_IS_LOST: return "GPU is lost";
     default: return "Unknown Error";
     }
+}
+
+int nvmlSystemGetDriverVersion(char *version, unsigned length) {
+    int rc = begin();
+    if (rc != OK) return rc;
+    if (!version || length < 16) return INSUFFICIENT_SIZE;
+    snprintf(version, length, "%s", "999.99-fake");
+    return OK;
 }
 
 int nvmlDeviceGetCount_v2(unsigned *count) {
@@ -365,10 +408,11 @@ int nvmlDeviceGetSupportedMemoryClocks(void *h, unsigned *count, unsigned *clock
 int nvmlDeviceGetSupportedGraphicsClocks(void *h, unsigned mem_mhz, unsigned *count, unsigned *clocks) {
     DEVICE_ENTRY(h);
     const struct arch_spec *s = spec_of(gpu);
-    int known = 0;
-    for (unsigned i = 0; i < s->n_mem; i++) known |= s->mem_mhz[i] == mem_mhz;
-    if (!known) return NOT_FOUND;
-    unsigned values[256], n = n_levels(s);
+    unsigned m = s->n_mem;
+    for (unsigned i = 0; i < s->n_mem; i++)
+        if (s->mem_mhz[i] == mem_mhz) m = i;
+    if (m == s->n_mem) return NOT_FOUND;
+    unsigned values[512], n = n_levels(s, m); /* every spec has fewer */
     for (unsigned i = 0; i < n; i++) values[i] = level(s, n - 1 - i); /* highest first, as NVML */
     return fill_clocks(values, n, count, clocks);
 }
@@ -412,8 +456,9 @@ int nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj) {
     return OK;
 }
 
-/* Locks: root only, a generation that has the call, min <= max inside the supported range.
- * A reset is a lock to 0..0, the fake's "unlocked", with no range to check. */
+/* Locks: root only, a generation that has the call, min <= max inside the supported range, and
+ * the graphics lock supported at the memory clock the pair of locks selects. A reset is a lock to
+ * 0..0, the fake's "unlocked", with no range to check. */
 static int lock(void *h, int memory, int reset, unsigned min_mhz, unsigned max_mhz) {
     static const char *const calls[2][2] = {{"SetGpuLockedClocks", "ResetGpuLockedClocks"},
                                             {"SetMemoryLockedClocks", "ResetMemoryLockedClocks"}};
@@ -422,11 +467,15 @@ static int lock(void *h, int memory, int reset, unsigned min_mhz, unsigned max_m
     if (s->arch < (memory ? ARCH_AMPERE : ARCH_VOLTA)) return NOT_SUPPORTED;
     if (!is_root()) return NO_PERMISSION;
     unsigned lo = memory ? s->mem_mhz[s->n_mem - 1] : s->lo_mhz;
-    unsigned hi = memory ? s->mem_mhz[0] : s->hi_mhz;
+    unsigned hi = memory ? s->mem_mhz[0] : s->top_mhz[0];
     if (!reset && (min_mhz > max_mhz || min_mhz < lo || max_mhz > hi)) return INVALID_ARGUMENT;
+    long long graphics_max = memory ? gpu_int(gpu, "lock_max", 0) : max_mhz;
+    long long mem_max = memory ? max_mhz : gpu_int(gpu, "mem_lock_max", 0);
+    if (graphics_max > s->top_mhz[mem_index(s, mem_max)]) return INVALID_ARGUMENT;
     gpu_set(gpu, memory ? "mem_lock_min" : "lock_min", min_mhz);
     gpu_set(gpu, memory ? "mem_lock_max" : "lock_max", max_mhz);
-    if (!reset && !memory) gpu_set(gpu, "lock_writes", gpu_int(gpu, "lock_writes", 0) + 1);
+    const char *writes = memory ? "mem_lock_writes" : "lock_writes";
+    if (!reset) gpu_set(gpu, writes, gpu_int(gpu, writes, 0) + 1);
     save_state();
     return OK;
 }

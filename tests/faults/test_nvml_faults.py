@@ -40,7 +40,8 @@ def governed():
         fake_set(key, 0)
     device = NvmlDevice.open_index(0)
     level = float(device.levels_mhz[len(device.levels_mhz) // 2])
-    governor = Governor(device.levels_mhz, Fixed(level), Target(fps=60), ModelSettings())
+    governor = Governor(device.levels_mhz, Fixed(level), Target(fps=60), ModelSettings(),
+                        mem_levels_mhz=device.mem_levels_mhz)
     settings = RunnerSettings("fixed", Target(fps=60), {}, 0.0)
     warned.clear()
     limiter = EpisodeLimiter(logging.getLogger("govd.test"))
@@ -87,6 +88,18 @@ report(seen=[p if math.isfinite(p) else None for p in seen], power_w=power_w,
        energy_j=runner.energy_j, max_w=MAX_POWER_W)
 """
 
+REAPPLY = RUNNER + """
+device, runner, level = governed()
+runner.tick(0.0, 0.05, [])
+locked = fake_locks()
+for key in ("gpu0.lock_min", "gpu0.lock_max", "gpu0.mem_lock_min", "gpu0.mem_lock_max"):
+    fake_set(key, 0)  # a resume from suspend: the driver put its defaults back
+runner.reapply()
+runner.tick(0.05, 0.05, [])
+report(locked=locked, again=fake_locks())
+device.restore()
+"""
+
 
 @pytest.fixture(scope="module")
 def fake(tmp_path_factory: pytest.TempPathFactory) -> FakeNvml:
@@ -123,3 +136,10 @@ def test_nvml_energy_reset_and_stall_fall_back_to_power_readings(fake):
     assert seen[3] == pytest.approx(10.0)
     assert seen[-3] == pytest.approx(power_w)  # stalled for over a second: power readings
     assert seen[-1] == pytest.approx(10.0)  # moving again, started afresh
+
+
+def test_nvml_locks_are_written_again_when_the_daemon_reapplies_after_a_resume(fake):
+    fake.configure({"gpus": 1, "arch": "hopper", "root": 1})
+    got = fake.report(REAPPLY)
+    assert got["locked"][0] > 0 and got["locked"][1] > 0  # both clocks governed
+    assert got["again"] == got["locked"]

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from govd.eval.domains import two_domain_summary
 from govd.eval.evaluate import evaluate
 from govd.eval.experiments import offline_vs_online, param_sweep
 from govd.eval.features_cli import select
@@ -38,6 +39,8 @@ RESULTS = Path(__file__).resolve().parent / "results" / "seed-methods.json"
 GRAPHICS = ("rendering-test", "art3", "game-light", "game-medium", "game-heavy")
 ALGOS = ("rls", "dcd", "arnlms")
 OFFLINE_RATIOS = (0.1, 0.3, 0.5, 0.7, 0.9)
+TWO_DOMAIN_MINUTES = 1.0
+"""The GTX 980 grid's length: 13 000 kernel launches per half minute, 36 pairs each."""
 
 
 @dataclass
@@ -185,12 +188,31 @@ def prior(suite: Suite) -> dict[str, Any]:
     return result
 
 
+def two_domains(suite: Suite) -> dict[str, Any]:
+    """Two clock domains (seed 002) on the GTX 980's measured 6 × 6 core × memory grid: the
+    governor over (core, memory) pairs against a core-only one with memory at its highest
+    clock, both scored against the oracle over all pairs."""
+    minutes = min(suite.minutes, TWO_DOMAIN_MINUTES)
+    path = suite.folder / "gtx980.csv"
+    command = [f"govd sim from-nvdvfs --gpu gtx980 --minutes {minutes:g} -o gtx980.csv",
+               "govd eval --sweep gtx980.csv --max-slowdown 0.1 --policy energy,oracle"]
+    try:
+        write_sweep(path, nvdvfs_sweep("gtx980", default_data_dir(), minutes))
+    except NvDvfsError as exc:
+        return {"skipped": str(exc), "command": command}
+    result = two_domain_summary(path)
+    result["command"] = command
+    result["note"] = "core-only beside it: govd.eval.domains.two_domain_summary (no CLI)"
+    return result
+
+
 SECTIONS: list[tuple[str, Callable[[Suite], dict[str, Any]]]] = [
     ("methods", methods),
     ("offline_vs_online", offline),
     ("feature_selection", features),
     ("mu_sweep", mu_sweep),
     ("prior", prior),
+    ("two_domains", two_domains),
 ]
 
 

@@ -20,7 +20,7 @@ def test_every_seed_report_section_has_results_and_its_command(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     sections = json.loads(out.read_text())["sections"]
     assert list(sections) == ["methods", "offline_vs_online", "feature_selection", "mu_sweep",
-                              "prior"]
+                              "prior", "two_domains"]
     for section in sections.values():
         assert section["command"] and all(c.startswith("govd ") for c in section["command"])
     assert set(sections["methods"]["summary"]) == {"rls", "dcd", "arnlms"}

@@ -204,6 +204,8 @@ def model_tick_pairs(
         for i in range(LEAD, m):
             vecs[k.PREV, i] = x[i - LEAD] / vecs[k.SCALE, i]
         stats[k.HAS_PREV] = 1
+        if k.out_of_band(vecs[k.PREV], LEAD):
+            flags |= k.RESCALE_DUE
     else:
         stats[k.SKIPPED] += 1
         flags |= k.SKIPPED_SAMPLE
@@ -351,6 +353,8 @@ def model_tick_pairs_ref(
         vecs[k.PREV, :LEAD] = t_ms, fc_mhz, fm_mhz
         vecs[k.PREV, LEAD:] = xs
         stats[k.HAS_PREV] = 1
+        if k.out_of_band_ref(vecs[k.PREV], LEAD):
+            flags |= k.RESCALE_DUE
     else:
         stats[k.SKIPPED] += 1
         flags |= k.SKIPPED_SAMPLE

@@ -59,6 +59,11 @@ N_SCAL = 6
 UPDATED, SKIPPED_SAMPLE, WAS_RESET, POWER_UPDATED = 1, 2, 4, 8
 STRESS_RESET = 16
 """Set by `govd.governor.Governor` (not the kernel): the model was reset for stress."""
+RESCALE_DUE = 32
+"""A scaled counter left [COUNTER_BAND_LO, COUNTER_BAND_HI]: the caller changes its scale
+(`govd.model.rescale`, done by `OnlineModel.update`, rare and outside the kernel)."""
+COUNTER_BAND_LO = 2.0**-4
+COUNTER_BAND_HI = 2.0**4
 
 # A sample beyond these is not a measurement, whatever the source says.
 MIN_FRAME_MS = 1e-6
@@ -79,6 +84,22 @@ def _valid_sample(t_ms: float, f_mhz: float, x: FloatArray, scale: FloatArray) -
         if not (np.isfinite(v) and abs(v) <= MAX_COUNTER):
             return False
     return True
+
+
+@njit(cache=True)
+def out_of_band(prev: FloatArray, lead: int) -> bool:
+    """True if a scaled counter (``prev[lead:]``) is non-zero and outside the band."""
+    for i in range(lead, prev.shape[0]):
+        v = abs(prev[i])
+        if v > COUNTER_BAND_HI or 0.0 < v < COUNTER_BAND_LO:
+            return True
+    return False
+
+
+def out_of_band_ref(prev: FloatArray, lead: int) -> bool:
+    """NumPy reference of `out_of_band`."""
+    v = np.abs(prev[lead:])
+    return bool(np.any((v > COUNTER_BAND_HI) | ((v > 0.0) & (v < COUNTER_BAND_LO))))
 
 
 @njit(cache=True)
@@ -139,6 +160,8 @@ def model_tick(
         for i in range(2, m):
             vecs[PREV, i] = x[i - 2] / vecs[SCALE, i]
         stats[HAS_PREV] = 1
+        if out_of_band(vecs[PREV], 2):
+            flags |= RESCALE_DUE
     else:
         stats[SKIPPED] += 1
         flags |= SKIPPED_SAMPLE
@@ -240,6 +263,8 @@ def model_tick_ref(
         vecs[PREV, 0], vecs[PREV, 1] = t_ms, f_mhz
         vecs[PREV, 2:] = xs
         stats[HAS_PREV] = 1
+        if out_of_band_ref(vecs[PREV], 2):
+            flags |= RESCALE_DUE
     else:
         stats[SKIPPED] += 1
         flags |= SKIPPED_SAMPLE

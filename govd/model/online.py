@@ -1,6 +1,7 @@
 """`OnlineModel`: the frame-time and power models of one device, as preallocated arrays.
 
-It owns the state arrays that `govd.model.tick.model_tick` updates in place, and exposes the
+It owns the state buffer that `govd.model.tick.model_tick` updates in place (with views of its
+parts: `vecs`, `P`, `pw`, `Pc`, `lv`, `cfg`, `icfg`, `stats`, `out`, `scal`), and exposes the
 predictions as read-only views into them (valid until the next `update`).
 """
 
@@ -42,19 +43,13 @@ class OnlineModel:
         """``levels_mhz``: every level, ascending (2..256). ``idle_power_w``: known idle power
         (W), or NaN to use the learned static term."""
         self.settings = settings = settings or ModelSettings()
-        self.lv = self._level_table(levels_mhz, settings)
+        lv = self._level_table(levels_mhz, settings)
+        self.state = k.new_state(self.n_coefficients, lv.shape[1], lv.shape[0])
+        """Everything the kernel reads and writes, in one buffer; the arrays below view it."""
+        (self.vecs, self.P, self.pw, self.Pc, self.lv, self.cfg, self.icfg, self.stats,
+         self.out, self.scal) = k.unpack.py_func(self.state)
+        self.lv[:] = lv
         self.levels_mhz = self.lv[k.LEVELS].copy()
-        m = self.n_coefficients
-        n_levels = self.lv.shape[1]
-        self.vecs = np.zeros((k.N_VEC_ROWS, m))
-        self.P = np.zeros((m, m))
-        self.pw = np.zeros((4, 4))
-        self.Pc = np.zeros((4, 4))
-        self.cfg = np.zeros(k.N_CFG)
-        self.icfg = np.zeros(k.N_ICFG, dtype=np.int64)
-        self.stats = np.zeros(k.N_STATS, dtype=np.int64)
-        self.out = np.full((3, n_levels), math.nan)
-        self.scal = np.full(k.N_SCAL, math.nan)
         self._rescale = True
         self._configure(idle_power_w)
         self.reset()
@@ -148,13 +143,8 @@ class OnlineModel:
         ``mem_activity``: 0..1; ``deadline_ms``: frame deadline (NaN for throughput work).
         Bad numbers are skipped and counted, never raised.
         """
-        flags = int(
-            k.model_tick(
-                self.vecs, self.P, self.pw, self.Pc, self.lv, self.cfg, self.icfg, self.stats,
-                counters, self.out, self.scal, frame_time_ms, freq_mhz, power_w, busy,
-                mem_activity, deadline_ms,
-            )
-        )
+        flags: int = k.model_tick(self.state, counters, frame_time_ms, freq_mhz, power_w, busy,
+                                  mem_activity, deadline_ms)
         if flags & k.RESCALE_DUE and self._rescale:
             self.rescale_counters()
         return flags

@@ -82,13 +82,8 @@ class TwoDomainModel(OnlineModel):
         """Learn from one tick at (``freq_mhz``, ``mem_freq_mhz``) and predict every pair;
         as `OnlineModel.update` otherwise. ``mem_activity`` is not a feature here: the power
         model's memory term is the memory clock."""
-        flags = int(
-            pairs.model_tick_pairs(
-                self.vecs, self.P, self.pw, self.Pc, self.lv, self.cfg, self.icfg, self.stats,
-                counters, self.out, self.scal, frame_time_ms, freq_mhz, mem_freq_mhz, power_w,
-                busy, deadline_ms,
-            )
-        )
+        flags: int = pairs.model_tick_pairs(self.state, counters, frame_time_ms, freq_mhz,
+                                            mem_freq_mhz, power_w, busy, deadline_ms)
         if flags & k.RESCALE_DUE and self._rescale:
             self.rescale_counters()
         return flags

@@ -163,7 +163,7 @@ def model_tick_pairs(
                              fm_mhz, power_w, busy, deadline_ms)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def pairs_tick_arrays(
     vecs: FloatArray,
     P: FloatArray,

@@ -78,7 +78,17 @@ def new_state(m: int, n_levels: int, lv_rows: int) -> FloatArray:
     return state
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _matrix(state: FloatArray, offset: int, rows: int, cols: int) -> FloatArray:
+    """A rows × cols C-ordered view of ``state`` from ``offset``. Not `reshape`: compiled, a
+    reshaped slice costs ~16 ns. Inlined, like `unpack` and `tick_arrays`: a call that
+    returns ten views and passes them on costs ~0.1-0.3 µs in reference counting and copies,
+    inlined the compiler drops it (measured in a compiled loop: +0.2 µs, then +0.01)."""
+    item = state.itemsize
+    return np.lib.stride_tricks.as_strided(state[offset:], (rows, cols), (cols * item, item))
+
+
+@njit(cache=True, inline="always")
 def unpack(state: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray,
                                        FloatArray, FloatArray, FloatArray, FloatArray,
                                        FloatArray, FloatArray]:
@@ -88,15 +98,15 @@ def unpack(state: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, Float
     n = int(state[HDR_LEVELS])
     rows = int(state[HDR_LV_ROWS])
     o = N_HEADER
-    vecs = state[o:o + N_VEC_ROWS * m].reshape((N_VEC_ROWS, m))
+    vecs = _matrix(state, o, N_VEC_ROWS, m)
     o += N_VEC_ROWS * m
-    P = state[o:o + m * m].reshape((m, m))
+    P = _matrix(state, o, m, m)
     o += m * m
-    pw = state[o:o + N_PW * N_PW].reshape((N_PW, N_PW))
+    pw = _matrix(state, o, N_PW, N_PW)
     o += N_PW * N_PW
-    Pc = state[o:o + N_PW * N_PW].reshape((N_PW, N_PW))
+    Pc = _matrix(state, o, N_PW, N_PW)
     o += N_PW * N_PW
-    lv = state[o:o + rows * n].reshape((rows, n))
+    lv = _matrix(state, o, rows, n)
     o += rows * n
     cfg = state[o:o + N_CFG]
     o += N_CFG
@@ -104,7 +114,7 @@ def unpack(state: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, Float
     o += N_ICFG
     stats = state[o:o + N_STATS]
     o += N_STATS
-    out = state[o:o + 3 * n].reshape((3, n))
+    out = _matrix(state, o, 3, n)
     o += 3 * n
     scal = state[o:o + N_SCAL]
     return vecs, P, pw, Pc, lv, cfg, icfg, stats, out, scal
@@ -175,7 +185,7 @@ def model_tick(
                        power_w, busy, mem, deadline_ms)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def tick_arrays(
     vecs: FloatArray,
     P: FloatArray,

@@ -17,6 +17,7 @@ from govd.model import tick as k
 from govd.model.arrays import FloatArray
 from govd.model.rescale import rescale_counters
 from govd.model.settings import MAX_LEVELS, ModelSettings
+from govd.model.tick import RESCALE_DUE, model_tick
 
 _NO_COUNTERS = np.zeros(0)
 
@@ -143,9 +144,10 @@ class OnlineModel:
         ``mem_activity``: 0..1; ``deadline_ms``: frame deadline (NaN for throughput work).
         Bad numbers are skipped and counted, never raised.
         """
-        flags: int = k.model_tick(self.state, counters, frame_time_ms, freq_mhz, power_w, busy,
-                                  mem_activity, deadline_ms)
-        if flags & k.RESCALE_DUE and self._rescale:
+        # Names bound at import: each attribute lookup is ~20 ns of a ~1 µs tick.
+        flags: int = model_tick(self.state, counters, frame_time_ms, freq_mhz, power_w, busy,
+                                mem_activity, deadline_ms)
+        if flags & RESCALE_DUE and self._rescale:
             self.rescale_counters()
         return flags
 

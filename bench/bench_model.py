@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
 import sys
 import time
@@ -392,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    load_before = os.getloadavg()
     sizes = Sizes(kernel=args.n_kernel, tick=args.n_tick, python=args.n_python)
     records = measure(sizes, args.rounds, args.repeats) + measure_startup(args.startup_runs)
     breakdown = tick_breakdown_us(FEATURES[0], LEVELS[0], args.n_tick,
@@ -401,13 +403,16 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds, "repeats": args.repeats, "startup_runs": args.startup_runs,
         "python_loop_ns": python_loop_ns(args.n_tick, args.rounds * args.repeats),
         "rls_tick_breakdown_us": breakdown, "workload": WORKLOAD,
+        # 1-, 5- and 15-minute load averages: on a shared machine, what the figures carry.
+        "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
     })
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "model.json").write_text(json.dumps(records, indent=1) + "\n")
     (args.out / "model-env.json").write_text(json.dumps(env, indent=1) + "\n")
     print(markdown(records, breakdown))
     print(f"\n{env['cpu']}, {env['cpus']} CPUs; bare Python loop in each tick_us: "
-          f"{env['python_loop_ns']:.0f} ns; took {time.perf_counter() - started:.0f} s")
+          f"{env['python_loop_ns']:.0f} ns; took {time.perf_counter() - started:.0f} s; "
+          f"load average {load_before[0]:.2f} before, {env['loadavg_after'][0]:.2f} after")
     return 0
 
 

@@ -75,8 +75,10 @@ def rescale_counters(
         return np.zeros_like(exponents)
     if rls:
         trace_before, trace_after = float(np.trace(cov)), float(np.trace(new_cov))
-        if trace_before > 0.0 and np.isfinite(trace_after):
-            cfg[k.MAX_TRACE] = max(base_trace, cfg[k.MAX_TRACE] * (trace_after / trace_before))
+        with np.errstate(all="ignore"):
+            bound = cfg[k.MAX_TRACE] * (trace_after / trace_before)
+        if trace_before > 0.0 and np.isfinite(bound):
+            cfg[k.MAX_TRACE] = max(base_trace, bound)
         new_vecs[-1] = vecs[k.RES]  # RLS keeps no residual vector
     vecs[rows] = new_vecs
     cov[:] = new_cov

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
 import sys
 import time
@@ -43,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.model_report import environment, markdown
 from bench.model_startup import measure_startup
 from govd.model import tick as k
-from govd.model.arrays import FloatArray, IntArray
+from govd.model.arrays import FloatArray
 from govd.model.dcd import dcd_update
 from govd.model.online import OnlineModel
 from govd.model.predict import predict_energy_ref, predict_time_ref, sensitivity_ref
@@ -268,51 +269,42 @@ def tick_us(impl: str, wl: Workload, n: int, repeats: int) -> list[float]:
 
 
 @njit(cache=True)
-def _no_op_tick(vecs: FloatArray, P: FloatArray, pw: FloatArray, Pc: FloatArray, lv: FloatArray,
-                cfg: FloatArray, icfg: IntArray, stats: IntArray, x: FloatArray, out: FloatArray,
-                scal: FloatArray, t_ms: float, f_mhz: float, power_w: float, busy: float,
-                mem: float, deadline_ms: float) -> int:
+def _no_op_tick(state: FloatArray, x: FloatArray, t_ms: float, f_mhz: float, power_w: float,
+                busy: float, mem: float, deadline_ms: float) -> int:
     return 0
 
 
 @njit(cache=True)
-def _tick_loop(vecs: FloatArray, P: FloatArray, pw: FloatArray, Pc: FloatArray, lv: FloatArray,
-               cfg: FloatArray, icfg: IntArray, stats: IntArray, X: FloatArray, out: FloatArray,
-               scal: FloatArray, T: FloatArray, F: FloatArray, W: FloatArray, B: FloatArray,
-               mem: float, deadline_ms: float) -> int:
+def _tick_loop(state: FloatArray, X: FloatArray, T: FloatArray, F: FloatArray, W: FloatArray,
+               B: FloatArray, mem: float, deadline_ms: float) -> int:
     flags = 0
     for i in range(T.shape[0]):
-        flags |= k.model_tick(vecs, P, pw, Pc, lv, cfg, icfg, stats, X[i], out, scal, T[i],
-                              F[i], W[i], B[i], mem, deadline_ms)
+        flags |= k.model_tick(state, X[i], T[i], F[i], W[i], B[i], mem, deadline_ms)
     return flags
 
 
 def tick_breakdown_us(features: int, levels: int, n: int, repeats: int) -> dict[str, float]:
     """Where an RLS tick's time goes: `model_tick` inside a compiled loop (its arithmetic
-    alone), numba's dispatch of its 17 arguments (a compiled no-op with the same signature),
+    alone), numba's dispatch of its 8 arguments (a compiled no-op with the same signature),
     `model_tick` called from Python, and through `OnlineModel.update`. Median µs per tick."""
     wl = workload("rls", features, levels, n)
     rows = tick_rows(wl, n)
     model = OnlineModel(wl.levels_mhz, wl.settings)
-    vecs, P, pw, Pc, lv = model.vecs, model.P, model.pw, model.Pc, model.lv
-    cfg, icfg, stats, out, scal = model.cfg, model.icfg, model.stats, model.out, model.scal
+    state = model.state
     columns = (wl.time_ms[:n], wl.freq_mhz[:n], wl.power_w[:n], wl.busy[:n])
 
     def compiled() -> None:
-        _tick_loop(vecs, P, pw, Pc, lv, cfg, icfg, stats, wl.counters[:n], out, scal,
-                   *columns, MEM_ACTIVITY, DEADLINE_MS)
+        _tick_loop(state, wl.counters[:n], *columns, MEM_ACTIVITY, DEADLINE_MS)
 
     compiled()
     model.reset()
     result = {"compiled_loop": per_call_us(compiled, n, repeats)}
     for name, call in (("dispatch_only", _no_op_tick), ("model_tick", k.model_tick)):
-        call(vecs, P, pw, Pc, lv, cfg, icfg, stats, rows[0][2], out, scal, 10.0, 900.0,
-             8.0, 0.7, MEM_ACTIVITY, DEADLINE_MS)
+        call(state, rows[0][2], 10.0, 900.0, 8.0, 0.7, MEM_ACTIVITY, DEADLINE_MS)
 
         def loop(call: Callable[..., int] = call) -> None:
             for t, f, x, p, b in rows:
-                call(vecs, P, pw, Pc, lv, cfg, icfg, stats, x, out, scal, t, f, p, b,
-                     MEM_ACTIVITY, DEADLINE_MS)
+                call(state, x, t, f, p, b, MEM_ACTIVITY, DEADLINE_MS)
 
         result[name] = per_call_us(loop, n, repeats)
     result["online_model_update"] = median_iqr(tick_us("rls", wl, n, repeats))[0]
@@ -401,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    load_before = os.getloadavg()
     sizes = Sizes(kernel=args.n_kernel, tick=args.n_tick, python=args.n_python)
     records = measure(sizes, args.rounds, args.repeats) + measure_startup(args.startup_runs)
     breakdown = tick_breakdown_us(FEATURES[0], LEVELS[0], args.n_tick,
@@ -410,13 +403,16 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds, "repeats": args.repeats, "startup_runs": args.startup_runs,
         "python_loop_ns": python_loop_ns(args.n_tick, args.rounds * args.repeats),
         "rls_tick_breakdown_us": breakdown, "workload": WORKLOAD,
+        # 1-, 5- and 15-minute load averages: on a shared machine, what the figures carry.
+        "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
     })
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "model.json").write_text(json.dumps(records, indent=1) + "\n")
     (args.out / "model-env.json").write_text(json.dumps(env, indent=1) + "\n")
     print(markdown(records, breakdown))
     print(f"\n{env['cpu']}, {env['cpus']} CPUs; bare Python loop in each tick_us: "
-          f"{env['python_loop_ns']:.0f} ns; took {time.perf_counter() - started:.0f} s")
+          f"{env['python_loop_ns']:.0f} ns; took {time.perf_counter() - started:.0f} s; "
+          f"load average {load_before[0]:.2f} before, {env['loadavg_after'][0]:.2f} after")
     return 0
 
 

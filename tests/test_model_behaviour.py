@@ -201,6 +201,6 @@ def test_unscaled_large_counters_are_scaled_automatically() -> None:
     scales = auto.counter_scales
     assert np.all(np.log2(scales) == np.round(np.log2(scales))) and np.all(scales > 1000)
     raw = OnlineModel(UNEVEN_MHZ, settings)
-    raw._auto_scale = False  # what the model did before: counters used as they come
+    raw._rescale = False  # what the model did before: counters used as they come
     _, raw_resets = _mean_fit_error_on_rendering_test(raw)
     assert raw_resets > 0

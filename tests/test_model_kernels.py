@@ -102,7 +102,7 @@ def test_tick_kernel_equals_numpy_reference_over_1e5_samples(algorithm: str) -> 
         busy = float(rng.uniform(0, 1))
         deadline = 16.7 if i % 2 else math.nan
         args = (t, f, power, busy, 0.3, deadline)
-        flags1 = k.model_tick(*_state(fast), x, fast.out, fast.scal, *args)
+        flags1 = k.model_tick(fast.state, x, *args)
         flags2 = k.model_tick_ref(*_state(ref), x, ref.out, ref.scal, *args)
         assert flags1 == flags2
         if i % 10 == 0 or i > 99_990:
@@ -140,3 +140,24 @@ def test_rls_reaches_batch_regularised_least_squares(mu: float) -> None:
         rls_update(a, P, h, float(target), 1.0, 1e300, a_init, 1.0 / mu, np.empty(m))
     batch = np.linalg.solve(mu * np.eye(m) + H.T @ H, mu * a_init + H.T @ d)
     np.testing.assert_allclose(a, batch, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize(("m", "n_levels", "lv_rows"), [(2, 2, 2), (5, 9, 2), (23, 30, 4)])
+def test_state_views_tile_the_buffer_without_overlap(m: int, n_levels: int, lv_rows: int) -> None:
+    """Every part of the state is a view of the one buffer the kernel gets, shaped as the
+    kernels index it, and no two parts share an element."""
+    state = k.new_state(m, n_levels, lv_rows)
+    views = k.unpack.py_func(state)
+    shapes = [v.shape for v in views]
+    assert shapes == [(k.N_VEC_ROWS, m), (m, m), (4, 4), (4, 4), (lv_rows, n_levels),
+                      (k.N_CFG,), (k.N_ICFG,), (k.N_STATS,), (3, n_levels), (k.N_SCAL,)]
+    for number, view in enumerate(views, start=1):
+        assert np.shares_memory(view, state) and view.flags.c_contiguous
+        assert np.all(view == 0.0)
+        view[...] = number
+    assert np.array_equal(state[: k.N_HEADER], [m, n_levels, lv_rows])
+    counts = np.bincount(state[k.N_HEADER:].astype(np.int64), minlength=len(views) + 1)
+    assert counts[0] == 0 and list(counts[1:]) == [v.size for v in views]
+    compiled = k.unpack(state)
+    for got, want in zip(compiled, views, strict=True):
+        assert np.array_equal(got, want)

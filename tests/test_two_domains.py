@@ -43,28 +43,28 @@ def synthetic_sweep(units: int = 300, seed: int = 0) -> SweepTable:
                       power_w=np.tile(power_w, (units, 1)), meta={"idle_power_w": "8"})
 
 
-def fresh_state(model: TwoDomainModel) -> tuple[np.ndarray, ...]:
-    return (model.vecs.copy(), model.P.copy(), model.pw.copy(), model.Pc.copy(), model.lv,
-            model.cfg, model.icfg, model.stats.copy(), model.out.copy(), model.scal.copy())
+def fresh_state(model: TwoDomainModel) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """A copy of the model's state buffer and its views."""
+    state = model.state.copy()
+    return state, k.unpack.py_func(state)
 
 
 @pytest.mark.parametrize("algorithm", ["rls", "dcd"])
 def test_pair_kernel_matches_its_numpy_reference(algorithm: str) -> None:
     model = TwoDomainModel(CORES, MEMS, ModelSettings(algorithm=algorithm, counters=("c",)))
-    fast, ref = fresh_state(model), fresh_state(model)
+    (state, fast), (_, ref) = fresh_state(model), fresh_state(model)
     rng = np.random.default_rng(1)
     for step in range(40):
         j = int(rng.integers(0, CORES.size))
         t = float(roofline_ms(2.0, 1.0)[j]) * (1.0 + 0.01 * rng.standard_normal())
         x = np.array([rng.uniform(0.0, 2.0)])
         t_in = math.nan if step == 7 else t  # a bad sample is skipped by both
-        args = (x, t_in, CORES[j], MEMS[j], 50.0 + step, 0.8, 16.0)
-        v, P, pw, Pc, lv, cfg, icfg, st, out, sc = fast
-        flags = pairs.model_tick_pairs(v, P, pw, Pc, lv, cfg, icfg, st, *args[:1], out, sc,
-                                       *args[1:])
-        v2, P2, pw2, Pc2, _, _, _, st2, out2, sc2 = ref
-        flags_ref = pairs.model_tick_pairs_ref(v2, P2, pw2, Pc2, lv, cfg, icfg, st2, *args[:1],
-                                               out2, sc2, *args[1:])
+        args = (t_in, CORES[j], MEMS[j], 50.0 + step, 0.8, 16.0)
+        v, _, _, _, _, _, _, st, out, sc = fast
+        flags = pairs.model_tick_pairs(state, x, *args)
+        v2, P2, pw2, Pc2, lv, cfg, icfg, st2, out2, sc2 = ref
+        flags_ref = pairs.model_tick_pairs_ref(v2, P2, pw2, Pc2, lv, cfg, icfg, st2, x, out2,
+                                               sc2, *args)
         assert flags == flags_ref
         np.testing.assert_allclose(out, out2, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(v[k.A], v2[k.A], rtol=1e-9, atol=1e-12)

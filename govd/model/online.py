@@ -1,6 +1,7 @@
 """`OnlineModel`: the frame-time and power models of one device, as preallocated arrays.
 
-It owns the state arrays that `govd.model.tick.model_tick` updates in place, and exposes the
+It owns the state buffer that `govd.model.tick.model_tick` updates in place (with views of its
+parts: `vecs`, `P`, `pw`, `Pc`, `lv`, `cfg`, `icfg`, `stats`, `out`, `scal`), and exposes the
 predictions as read-only views into them (valid until the next `update`).
 """
 
@@ -14,7 +15,9 @@ import numpy as np
 
 from govd.model import tick as k
 from govd.model.arrays import FloatArray
+from govd.model.rescale import rescale_counters
 from govd.model.settings import MAX_LEVELS, ModelSettings
+from govd.model.tick import RESCALE_DUE, model_tick
 
 _NO_COUNTERS = np.zeros(0)
 
@@ -41,20 +44,14 @@ class OnlineModel:
         """``levels_mhz``: every level, ascending (2..256). ``idle_power_w``: known idle power
         (W), or NaN to use the learned static term."""
         self.settings = settings = settings or ModelSettings()
-        self.lv = self._level_table(levels_mhz, settings)
+        lv = self._level_table(levels_mhz, settings)
+        self.state = k.new_state(self.n_coefficients, lv.shape[1], lv.shape[0])
+        """Everything the kernel reads and writes, in one buffer; the arrays below view it."""
+        (self.vecs, self.P, self.pw, self.Pc, self.lv, self.cfg, self.icfg, self.stats,
+         self.out, self.scal) = k.unpack.py_func(self.state)
+        self.lv[:] = lv
         self.levels_mhz = self.lv[k.LEVELS].copy()
-        m = self.n_coefficients
-        n_levels = self.lv.shape[1]
-        self.vecs = np.zeros((k.N_VEC_ROWS, m))
-        self.P = np.zeros((m, m))
-        self.pw = np.zeros((4, 4))
-        self.Pc = np.zeros((4, 4))
-        self.cfg = np.zeros(k.N_CFG)
-        self.icfg = np.zeros(k.N_ICFG, dtype=np.int64)
-        self.stats = np.zeros(k.N_STATS, dtype=np.int64)
-        self.out = np.full((3, n_levels), math.nan)
-        self.scal = np.full(k.N_SCAL, math.nan)
-        self._auto_scale = False
+        self._rescale = True
         self._configure(idle_power_w)
         self.reset()
         self.time_ms: FloatArray = self.out[k.OUT_T]
@@ -94,7 +91,7 @@ class OnlineModel:
         m = self.n_coefficients
         self.cfg[k.LAM] = s.forgetting
         self.cfg[k.MU] = s.mu
-        self.cfg[k.MAX_TRACE] = s.max_trace_factor * m / s.mu
+        self._base_trace = s.max_trace_factor * m / s.mu
         self.cfg[k.PLAM] = s.power_forgetting
         self.cfg[k.PP0] = s.power_p0
         self.cfg[k.PMAX_TRACE] = 4.0 * s.power_p0
@@ -122,15 +119,12 @@ class OnlineModel:
             self.P[:] = np.eye(m) / self.settings.mu
         else:
             self.P[:] = np.eye(m) * self.settings.mu
+        self.cfg[k.MAX_TRACE] = self._base_trace
         self.pw[k.C] = self.pw[k.C_INIT]
         self.Pc[:] = np.eye(4) * self.settings.power_p0
         self.stats[:] = 0
         self.out[:] = math.nan
         self.scal[:] = math.nan
-        # Without configured scales each counter gets a power of two from its first sample:
-        # with P0 = I/μ = 1e14·I, raw counters of ~1e4 make the covariance update cancel
-        # (rendering-test: mean APE 1985 % and 12 resets unscaled, 7 % and none scaled).
-        self._auto_scale = bool(self.settings.counters) and not self.settings.counter_scales
 
     def update(
         self,
@@ -150,27 +144,23 @@ class OnlineModel:
         ``mem_activity``: 0..1; ``deadline_ms``: frame deadline (NaN for throughput work).
         Bad numbers are skipped and counted, never raised.
         """
-        if self._auto_scale:
-            self._scale_counters_from(counters)
-        return int(
-            k.model_tick(
-                self.vecs, self.P, self.pw, self.Pc, self.lv, self.cfg, self.icfg, self.stats,
-                counters, self.out, self.scal, frame_time_ms, freq_mhz, power_w, busy,
-                mem_activity, deadline_ms,
-            )
-        )
+        # Names bound at import: each attribute lookup is ~20 ns of a ~1 µs tick.
+        flags: int = model_tick(self.state, counters, frame_time_ms, freq_mhz, power_w, busy,
+                                mem_activity, deadline_ms)
+        if flags & RESCALE_DUE and self._rescale:
+            self.rescale_counters()
+        return flags
 
-    def _scale_counters_from(self, counters: FloatArray) -> None:
-        """Until the first sample is taken, set each counter's scale to the power of two at or
-        above its magnitude (exact in floating point; 1 for zero or non-finite values)."""
-        if self.stats[k.HAS_PREV]:
-            self._auto_scale = False
-            return
-        with np.errstate(all="ignore"):
-            magnitude = np.abs(np.asarray(counters, dtype=np.float64))
-            ok = np.isfinite(magnitude) & (magnitude > 0) & (magnitude < 1e300)
-            exponent = np.ceil(np.log2(np.where(ok, magnitude, 1.0)))
-        self.vecs[k.SCALE, self.lead_features:] = np.where(ok, np.exp2(exponent), 1.0)
+    def rescale_counters(self) -> None:
+        """Bring every counter whose latest scaled value left the band back into it by an exact
+        power-of-two change of its scale and of the learned state (`govd.model.rescale`); the
+        predictions do not change. `update` calls it when the kernel flags a counter, so the
+        first sample sets the scales of raw counters (with P0 = I/μ = 1e14·I, raw counters of
+        ~1e4 make the covariance update cancel: rendering-test, mean APE 1985 % and 12 resets
+        unscaled, 7 % and none scaled) and a counter that grows during a run is followed."""
+        rescale_counters(self.vecs, self.P, self.cfg, self.lead_features,
+                         self.settings.algorithm == "rls", self._base_trace,
+                         learned=bool(self.stats[k.UPDATES]))
 
     def seed(self, a_ms: FloatArray, cov_block: FloatArray) -> None:
         """Start the frame-time model from a prior (`govd.model.prior`): a0 and a1 (ms/GHz) set
@@ -188,7 +178,8 @@ class OnlineModel:
 
     @property
     def counter_scales(self) -> FloatArray:
-        """Copy of the divisor applied to each counter (configured, or chosen automatically)."""
+        """Copy of the divisor applied to each counter now: the configured one (1 if none)
+        changed by powers of two whenever the counter left the band (`rescale_counters`)."""
         return np.array(self.vecs[k.SCALE, self.lead_features:])
 
     @property

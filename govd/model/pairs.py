@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit
 
 from govd.model import tick as k
-from govd.model.arrays import FloatArray, IntArray
+from govd.model.arrays import FloatArray
 from govd.model.dcd import dcd_update, dcd_update_ref
 from govd.model.predict import (
     ENVELOPE,
@@ -146,14 +146,33 @@ def _valid_pair_sample(
 
 @njit(cache=True)
 def model_tick_pairs(
+    state: FloatArray,
+    x: FloatArray,
+    t_ms: float,
+    fc_mhz: float,
+    fm_mhz: float,
+    power_w: float,
+    busy: float,
+    deadline_ms: float,
+) -> int:
+    """Update the model in ``state`` (`govd.model.tick.new_state`) with one tick's sample at
+    pair (fc_mhz, fm_mhz) and predict at every pair; returns `govd.model.tick` flags, never
+    raises."""
+    vecs, P, pw, Pc, lv, cfg, icfg, stats, out, scal = k.unpack(state)
+    return pairs_tick_arrays(vecs, P, pw, Pc, lv, cfg, icfg, stats, x, out, scal, t_ms, fc_mhz,
+                             fm_mhz, power_w, busy, deadline_ms)
+
+
+@njit(cache=True, inline="always")
+def pairs_tick_arrays(
     vecs: FloatArray,
     P: FloatArray,
     pw: FloatArray,
     Pc: FloatArray,
     lv: FloatArray,
     cfg: FloatArray,
-    icfg: IntArray,
-    stats: IntArray,
+    icfg: FloatArray,
+    stats: FloatArray,
     x: FloatArray,
     out: FloatArray,
     scal: FloatArray,
@@ -164,8 +183,8 @@ def model_tick_pairs(
     busy: float,
     deadline_ms: float,
 ) -> int:
-    """Update with one tick's sample at pair (fc_mhz, fm_mhz) and predict at every pair;
-    returns `govd.model.tick` flags, never raises."""
+    """`model_tick_pairs` on the state's views: frame time (ms), core and memory clocks that
+    ran (MHz), average power (W), utilisation (0..1), deadline (ms, NaN: none)."""
     flags = 0
     stats[k.TICKS] += 1
     m = vecs.shape[1]
@@ -191,7 +210,7 @@ def model_tick_pairs(
             else:
                 rc = dcd_update(
                     vecs[k.A], P, vecs[k.RES], h, d, cfg[k.LAM], cfg[k.MU], cfg[k.DCD_H],
-                    icfg[k.MB], icfg[k.NU], vecs[k.A_INIT],
+                    int(icfg[k.MB]), int(icfg[k.NU]), vecs[k.A_INIT],
                 )
             stats[k.UPDATES] += 1
             flags |= k.UPDATED
@@ -204,6 +223,8 @@ def model_tick_pairs(
         for i in range(LEAD, m):
             vecs[k.PREV, i] = x[i - LEAD] / vecs[k.SCALE, i]
         stats[k.HAS_PREV] = 1
+        if k.out_of_band(vecs[k.PREV], LEAD):
+            flags |= k.RESCALE_DUE
     else:
         stats[k.SKIPPED] += 1
         flags |= k.SKIPPED_SAMPLE
@@ -305,8 +326,8 @@ def model_tick_pairs_ref(
     Pc: FloatArray,
     lv: FloatArray,
     cfg: FloatArray,
-    icfg: IntArray,
-    stats: IntArray,
+    icfg: FloatArray,
+    stats: FloatArray,
     x: FloatArray,
     out: FloatArray,
     scal: FloatArray,
@@ -351,6 +372,8 @@ def model_tick_pairs_ref(
         vecs[k.PREV, :LEAD] = t_ms, fc_mhz, fm_mhz
         vecs[k.PREV, LEAD:] = xs
         stats[k.HAS_PREV] = 1
+        if k.out_of_band_ref(vecs[k.PREV], LEAD):
+            flags |= k.RESCALE_DUE
     else:
         stats[k.SKIPPED] += 1
         flags |= k.SKIPPED_SAMPLE

@@ -34,7 +34,8 @@ class ModelSettings:
     counters: tuple[str, ...] = ()
     """Frequency-independent counters fed to the model, in order (see `govd select-features`)."""
     counter_scales: tuple[float, ...] = ()
-    """Divisor per counter so that its changes are of order 1 (empty = all 1)."""
+    """Starting divisor per counter so that its changes are of order 1 (empty = all 1); the
+    model changes it by powers of two while it runs (`govd.model.rescale`)."""
     max_trace_factor: float = 1.0
     """Covariance wind-up bound: trace(P) is kept <= factor · trace(P0)."""
     dcd_h: float = 16.0

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from govd.model import pairs
+from govd.model import tick as k
 from govd.model.arrays import FloatArray
 from govd.model.online import OnlineModel, default_volts
 from govd.model.settings import MAX_LEVELS, ModelSettings
@@ -81,15 +82,11 @@ class TwoDomainModel(OnlineModel):
         """Learn from one tick at (``freq_mhz``, ``mem_freq_mhz``) and predict every pair;
         as `OnlineModel.update` otherwise. ``mem_activity`` is not a feature here: the power
         model's memory term is the memory clock."""
-        if self._auto_scale:
-            self._scale_counters_from(counters)
-        return int(
-            pairs.model_tick_pairs(
-                self.vecs, self.P, self.pw, self.Pc, self.lv, self.cfg, self.icfg, self.stats,
-                counters, self.out, self.scal, frame_time_ms, freq_mhz, mem_freq_mhz, power_w,
-                busy, deadline_ms,
-            )
-        )
+        flags: int = pairs.model_tick_pairs(self.state, counters, frame_time_ms, freq_mhz,
+                                            mem_freq_mhz, power_w, busy, deadline_ms)
+        if flags & k.RESCALE_DUE and self._rescale:
+            self.rescale_counters()
+        return flags
 
 
 def nearest_pair(

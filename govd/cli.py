@@ -36,6 +36,16 @@ class UsageError(Exception):
     """A problem with what the user asked for; printed as one line, exit status 2."""
 
 
+def needs_extra(module: str, extra: str, command: str) -> None:
+    """Raise UsageError unless the optional ``module`` (from govd's ``extra``) can be imported:
+    offline commands use packages the daemon does not install."""
+    from importlib.util import find_spec
+
+    if find_spec(module) is None:
+        raise UsageError(f"{command} needs {module}, which is not installed "
+                         f"(pip install 'govd[{extra}]')")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser: with ``command`` one of `COMMANDS`, only that command's module is
     imported and registered; otherwise every sub-command (for ``--help``)."""

@@ -48,3 +48,35 @@ def test_help_lists_every_command() -> None:
     assert done.returncode == 0, done.stderr
     for command in COMMANDS:
         assert command in done.stdout
+
+
+def test_a_missing_optional_package_is_one_clear_line(monkeypatch) -> None:
+    import importlib.util
+
+    from govd.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "sklearn" else real(name, *a))
+    assert main(["fit-prior", "x.csv", "-o", "p.json"]) == 2
+
+
+def test_version_and_help_need_no_optional_package() -> None:
+    """The installed service has no scikit-learn or matplotlib: nothing imported at start-up
+    may need them."""
+    code = (
+        "import sys, builtins\n"
+        "real = builtins.__import__\n"
+        "def guarded(name, *a, **k):\n"
+        "    if name.split('.')[0] in ('sklearn', 'matplotlib', 'padasip'):\n"
+        "        raise ModuleNotFoundError(name)\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = guarded\n"
+        "from govd.cli import build_parser\n"
+        "build_parser()\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+    assert done.stdout.strip() == "ok", done.stderr

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from govd.cli import UsageError
+from govd.cli import UsageError, needs_extra
 from govd.formats.sweep import SweepFormatError, SweepTable, read_sweep
 from govd.formats.trace import COLUMNS as TRACE_COLUMNS
 from govd.formats.trace import RunTrace, TraceFormatError, read_trace
@@ -156,6 +156,7 @@ def _print_report(report: dict[str, Any], choice_key: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Select the features and print, write and plot as asked."""
+    needs_extra("sklearn", "fit", "govd select-features")
     if args.folds < 2:
         raise UsageError(f"--folds must be at least 2, got {args.folds}")
     report, result = select(args.files, args.seed, args.folds)

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from govd.cli import UsageError
+from govd.cli import UsageError, needs_extra
 from govd.eval.prior_fit import fit_prior
 from govd.eval.prior_gain import prior_gain
 from govd.formats.sweep import SweepFormatError, SweepTable, read_sweep
@@ -49,6 +49,7 @@ def _read(paths: list[str]) -> list[SweepTable]:
 
 def run(args: argparse.Namespace) -> int:
     """Fit, write, and optionally measure."""
+    needs_extra("sklearn", "fit", "govd fit-prior")
     if args.clusters < 1:
         raise UsageError(f"--clusters must be at least 1, got {args.clusters}")
     train = _read(args.sweeps)

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 import numpy as np
-from sklearn.cluster import KMeans
 
 from govd.eval.convergence import phase_changes
 from govd.formats.sweep import SweepTable
@@ -85,6 +84,8 @@ def fit_prior(sweeps: Sequence[SweepTable], clusters: int = 6, seed: int = 0) ->
     time_curves, power_curves = np.asarray(times), np.asarray(powers)
     curves = np.concatenate([time_curves, power_curves], axis=1)
     k = min(clusters, len(np.unique(np.round(curves, 6), axis=0)))
+    from sklearn.cluster import KMeans  # the `fit` extra: only this command needs it
+
     labels = KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(curves)
     coefs = np.array([fit_coefficients(levels_rel, c, top_mhz) for c in time_curves])
     time_noise = max(float(np.median(noise)), MIN_NOISE)

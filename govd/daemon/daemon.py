@@ -80,15 +80,19 @@ class Options:
     should_stop: Callable[[], bool] | None = None
     """Polled every tick; True ends the run as a signal would."""
     status_file: Path | None = None
+    clock: Clock | None = None
+    """Loop time; None: ``Clock(speed)``. Benchmarks pass a simulated clock."""
 
 
 @dataclass
 class TickStats:
-    """Recent ticks' jitter (start − deadline, s) and CPU time (s)."""
+    """Recent ticks' jitter (start − deadline, s) and CPU time (s); the longest gap between two
+    tick starts since the loop began (s of wall time: a stall shows there)."""
 
     jitter_s: deque[float] = field(default_factory=lambda: deque(maxlen=TICK_HISTORY))
     cpu_s: deque[float] = field(default_factory=lambda: deque(maxlen=TICK_HISTORY))
     ticks: int = 0
+    gap_max_s: float = 0.0
 
     def summary(self) -> dict[str, float | int | None]:
         """p50/p99 jitter and mean CPU per tick, in µs."""
@@ -101,7 +105,8 @@ class TickStats:
         cpu = self.cpu_s
         return {"ticks": self.ticks, "jitter_p50_us": pct(self.jitter_s, 0.5),
                 "jitter_p99_us": pct(self.jitter_s, 0.99),
-                "cpu_mean_us": sum(cpu) / len(cpu) * 1e6 if cpu else None}
+                "cpu_mean_us": sum(cpu) / len(cpu) * 1e6 if cpu else None,
+                "gap_max_us": self.gap_max_s * 1e6}
 
 
 def _suspend_offset_s() -> float:
@@ -114,7 +119,7 @@ class Daemon:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.config = options.config
-        self.clock = Clock(options.speed)
+        self.clock = options.clock or Clock(options.speed)
         self.notifier = Notifier()
         self.watchdog = WatchdogPinger(self.notifier, watchdog_interval_s())
         self.limiter = EpisodeLimiter(log)
@@ -235,7 +240,7 @@ class Daemon:
         clock = self.clock
         self._scheduler = scheduler = DeadlineScheduler(
             self.config.period_ms / 1000.0, clock.now_s,
-            lambda loop_s: signals.wait(clock.to_wall_s(loop_s)),
+            lambda loop_s: clock.wait(loop_s, signals.wait),
         )
         next_status_s = time.monotonic()
         suspend_offset_s = _suspend_offset_s()
@@ -262,6 +267,9 @@ class Daemon:
                 self._publish_status()
             self.stats.ticks += 1
             self.stats.jitter_s.append(clock.to_wall_s(tick.started_s - tick.due_s))
+            if self.stats.ticks > 1:  # the first interval runs from the scheduler's creation
+                gap_s = clock.to_wall_s(tick.interval_s)
+                self.stats.gap_max_s = max(self.stats.gap_max_s, gap_s)
             self.stats.cpu_s.append(time.thread_time() - cpu_start_s)
         if signals.stop is not None:
             log.info("signal %d: stopping", signals.stop)

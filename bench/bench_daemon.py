@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from daemon_setup import (
     cpu_s,
     machine,
     rss_mb,
+    scratch_dir,
     start_daemon,
     start_sim,
     stop,
@@ -49,7 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=30.0, help="steady window, wall s")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp_name:
+    with scratch_dir("govd-bench-") as tmp_name:
         tmp = Path(tmp_name)
         root = tmp / "gpu"
         sim = start_sim(root, tmp / "frames.sock")

@@ -2,7 +2,8 @@
 NOTIFY_SOCKET they report to, /proc figures, and the result files.
 
 The benchmarks run as scripts (``python bench/bench_*.py``) and are imported by the tests, so
-this module is imported as ``daemon_setup`` with ``bench/`` on ``sys.path``.
+this module is imported as ``daemon_setup`` with ``bench/`` on ``sys.path``; importing it puts
+the repository first on ``sys.path``, so the benchmarks measure this checkout's govd.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # this checkout's govd, not an installed one
 RESULTS = REPO / "bench" / "results"
 DEVICE = "class/devfreq/govd-sim0"
 TREE_READY = f"{DEVICE}/device/hwmon/hwmon0/power1_average"
@@ -28,6 +32,15 @@ START_TIMEOUT_S = 120.0
 
 GOVERNED_FILES = ("governor", "min_freq", "max_freq", "userspace/set_freq")
 """The devfreq files govd may write (DevfreqDevice.set_level, _restore_state)."""
+
+
+def scratch_dir(prefix: str) -> tempfile.TemporaryDirectory[str]:
+    """A temporary folder on tmpfs (/dev/shm) where there is one: sysfs and /run, which it
+    stands for, live in memory, and on a disk file system every rename-over of the simulated
+    device's files costs a journal flush (~1 ms on ext4), which would be measured instead."""
+    shm = Path("/dev/shm")
+    where = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+    return tempfile.TemporaryDirectory(prefix=prefix, dir=where)
 
 
 def env(notify: Path | None = None) -> dict[str, str]:
@@ -111,6 +124,22 @@ def restored_as_found(found: dict[str, str], now: dict[str, str]) -> list[str]:
     names = [n for n in GOVERNED_FILES
              if n != "userspace/set_freq" or found["governor"] == "userspace"]
     return [f"{n}: found {found[n]!r}, now {now[n]!r}" for n in names if found[n] != now[n]]
+
+
+_STATE_KEYS = {"governor": "governor", "min_freq": "min_freq_hz", "max_freq": "max_freq_hz",
+               "userspace/set_freq": "set_freq_hz"}
+
+
+def saved_as_found(found: dict[str, str], saved: dict[str, Any] | None) -> list[str]:
+    """Where a state-file device entry (`Device.save()`) differs from the governed files found
+    (same rule for ``userspace/set_freq`` as `restored_as_found`)."""
+    if saved is None:
+        return ["no device in the state file"]
+    state = saved.get("state", {})
+    as_files = {name: str(state.get(key)) for name, key in _STATE_KEYS.items()}
+    if found["governor"] != "userspace":
+        as_files["userspace/set_freq"] = found["userspace/set_freq"]
+    return restored_as_found(found, as_files)
 
 
 class NotifyListener:

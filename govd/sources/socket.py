@@ -9,8 +9,14 @@ lines per datagram. Who sent a datagram comes from the kernel (``SO_PASSCRED``,
   not visible in SCM_CREDENTIALS);
 - a token bucket per sender pid, so one process cannot starve the others;
 - a bound on the frames returned per `drain` (the rest are dropped and counted), and on the
-  datagrams read per `drain`, so a flood costs bounded time per tick; what is left stays in the
-  kernel's receive buffer, and when that is full senders get EAGAIN, never govd.
+  datagrams held unparsed between ticks, so a flood costs bounded time and memory per tick; what
+  is left stays in the kernel's receive queue, and when that is full senders get EAGAIN, never govd.
+
+The kernel queues at most ``net.unix.max_dgram_qlen`` datagrams (10 by default) for a Unix
+datagram socket, whatever its buffer size: read once per 50 ms tick, the socket would refuse
+every frame past the tenth of each tick (a 240 FPS game alone sends 12). So the daemon calls
+`receive` whenever the socket is readable between ticks, which moves the datagrams into govd's
+own bounded backlog unparsed, and `drain` parses them at the tick.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import socket
 import stat
 import struct
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -80,6 +86,8 @@ class SocketSource(FrameSource):
         self._clock = clock
         self._senders = Senders(rate_fps, burst, Path(proc_root))
         self._counts: Counter[str] = Counter()
+        self._backlog: deque[tuple[bytes, list[tuple[int, int, bytes]], int]] = deque()
+        self._max_backlog = 4 * max_queue + 16
         self._owns_path = sock is None
         self._sock = _bind(self.path, group) if sock is None else sock
         self._sock.setblocking(False)
@@ -111,12 +119,17 @@ class SocketSource(FrameSource):
         """The socket's fd, for callers that want to poll it."""
         return self._sock.fileno()
 
-    def drain(self) -> list[Frame]:
-        """Every frame received since the last call (at most ``max_queue``), oldest first."""
-        frames: list[Frame] = []
-        now_s = self._clock()
-        # Reading is bounded too, so a flood cannot hold the tick; the rest waits in the kernel.
-        for _ in range(4 * self.max_queue + 16):
+    @property
+    def backlog_full(self) -> bool:
+        """True when `receive` would read nothing more until the next `drain` (the datagrams
+        wait in the kernel meanwhile): a caller polling `fileno` should stop polling it."""
+        return len(self._backlog) >= self._max_backlog
+
+    def receive(self) -> int:
+        """Move the datagrams waiting in the kernel into the backlog, unparsed, up to its
+        bound; returns how many were moved. Call it whenever `fileno` is readable."""
+        moved = 0
+        while len(self._backlog) < self._max_backlog:
             try:
                 data, ancdata, flags, _ = self._sock.recvmsg(
                     self.max_datagram_bytes, self._cmsg_bytes
@@ -127,7 +140,18 @@ class SocketSource(FrameSource):
                 self._counts["receive_errors"] += 1
                 log.warning("frame socket %s: receive failed: %s", self.path, exc)
                 break
-            self._take(data, ancdata, flags, now_s, frames)
+            self._backlog.append((data, ancdata, flags))
+            moved += 1
+        return moved
+
+    def drain(self) -> list[Frame]:
+        """Every frame received since the last call (at most ``max_queue``), oldest first."""
+        frames: list[Frame] = []
+        now_s = self._clock()
+        self.receive()
+        backlog = self._backlog
+        while backlog:
+            self._take(*backlog.popleft(), now_s, frames)
         self._senders.forget_idle(now_s)
         return frames
 

@@ -150,7 +150,7 @@ def one_run(index: int, rng: random.Random, window_s: float) -> dict[str, Any]:
     """One crash and its recovery; returns what happened and what differs from the found state."""
     found_state = FOUND_STATES[index % len(FOUND_STATES)]
     kill = KILLS[index % len(KILLS)]
-    recovery = RECOVERIES[(index // len(KILLS)) % len(RECOVERIES)]
+    recovery = RECOVERIES[index % len(RECOVERIES)]  # 2 and 3 are coprime: 6 runs, all pairs
     with scratch_dir("govd-crash-") as tmp_name:
         tmp = Path(tmp_name)
         root = tmp / "gpu"

@@ -49,7 +49,9 @@ from daemon_setup import (
 )
 
 SENDERS = 64
-TARGETS = {"jitter_p99_us": 5000, "gap_max_us": 100_000, "rss_growth_mb": 5.0}
+STALL_S = 0.1
+"""A gap between two ticks longer than this lost a tick. Units: s."""
+TARGETS = {"jitter_p99_us": 5000, "gap_max_us": 1e6 * STALL_S, "rss_growth_mb": 5.0}
 """A gap over two periods (100 ms) would mean a tick was lost: a stall."""
 SEND_STEP_S = 0.002
 
@@ -98,8 +100,11 @@ def _trace_window(path: Path) -> dict[str, Any]:
         return {"trace_ticks": len(rows), "gap_max_us": None, "frames_per_tick_max": 0}
     first, last = with_frames[0], with_frames[-1]
     gaps = [b - a for a, b in zip(times_s[first:last], times_s[first + 1:last + 1], strict=True)]
+    late = [(round(times_s[first + i] - times_s[first], 2), round(gap * 1e3, 1))
+            for i, gap in enumerate(gaps) if gap > STALL_S]
     return {"trace_ticks": last - first + 1,
             "gap_max_us": round(max(gaps) * 1e6, 1) if gaps else None,
+            "gaps_over_100ms_at_s_ms": late[:20], "gaps_over_100ms": len(late),
             "frames_per_tick_max": max(counts)}
 
 

@@ -64,13 +64,19 @@ def rss_mb(pid: int | str = "self") -> float:
 
 
 def machine() -> dict[str, Any]:
-    """Where a result was measured."""
+    """Where a result was measured, and from which commit of govd."""
     try:
         load = os.getloadavg()[0]
     except OSError:
         load = float("nan")
+    try:
+        commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
     return {"python": platform.python_version(), "processor": platform.machine(),
-            "cpus": os.cpu_count(), "load_1min_at_end": round(load, 2)}
+            "cpus": os.cpu_count(), "load_1min_at_end": round(load, 2),
+            "commit": commit or None}
 
 
 def write_result(name: str, result: dict[str, Any], out: Path | None = None) -> Path:

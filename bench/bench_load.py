@@ -22,6 +22,10 @@ rate limit (2000 frames/s by default) applies per process, so the default 16 pro
 1250 frames/s each.
 
 Writes `bench/results/load.json`.   python bench/bench_load.py [--duration-s 60] [--quick]
+
+With a longer kernel queue, in a network namespace of its own so the machine's setting stays:
+    unshare -n sh -c 'echo 512 > /proc/sys/net/unix/max_dgram_qlen &&
+                      python bench/bench_load.py --out bench/results/load-qlen512.json'
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ STALL_S = 0.1
 TARGETS = {"jitter_p99_us": 5000, "gap_max_us": 1e6 * STALL_S, "rss_growth_mb": 5.0}
 """A gap over two periods (100 ms) would mean a tick was lost: a stall."""
 SEND_STEP_S = 0.002
+QLEN = Path("/proc/sys/net/unix/max_dgram_qlen")
+"""The most datagrams the kernel queues on a Unix datagram socket (this network namespace)."""
 
 
 def _send(conn: Connection, path: str, sockets: int, fps: float, duration_s: float,
@@ -167,6 +173,7 @@ def load(duration_s: float, fps: float, processes: int) -> dict[str, Any]:
                if k.startswith("dropped_") or k in ("rate_limited", "queue_full", "truncated")}
     return {
         "load_wall_s": round(wall_s, 2), "senders": SENDERS, "processes": processes,
+        "max_dgram_qlen": int(QLEN.read_text()),
         "frames_sent": sent, "frames_sent_per_s": round(sent / wall_s, 1),
         "datagrams_refused_by_kernel": sum(c[1] for c in counts),
         "frames_accepted": frames.get("accepted", 0) - frames_before.get("accepted", 0),

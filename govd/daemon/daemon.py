@@ -56,6 +56,9 @@ SUSPEND_GAP_S = 1.0
 """A jump of CLOCK_BOOTTIME over CLOCK_MONOTONIC larger than this means the machine slept."""
 TICK_HISTORY = 4096
 """Ticks kept for the jitter and CPU statistics."""
+RECEIVE_BATCH = 32
+"""Datagrams read between two looks at the deadline: with a long kernel queue
+(net.unix.max_dgram_qlen raised) one unbounded read could parse past the next tick's deadline."""
 
 
 class StartError(Exception):
@@ -277,7 +280,7 @@ class Daemon:
             fd = source.fileno() if source is not None and not source.backlog_full else None
             if signals.wait(wall_s, fd):
                 assert source is not None
-                source.receive()
+                source.receive(RECEIVE_BATCH)
             wall_s = deadline_s - time.monotonic()
             if fd is None or wall_s <= 0 or signals.stop is not None or signals.reload:
                 return

@@ -125,13 +125,14 @@ class SocketSource(FrameSource):
         the next `drain` (datagrams wait in the kernel meanwhile), so stop polling `fileno`."""
         return len(self._queue) >= self.max_queue
 
-    def receive(self) -> int:
+    def receive(self, max_datagrams: int | None = None) -> int:
         """Read the datagrams waiting in the kernel and queue their frames, until the queue is
-        full (at most ``4 * max_queue + 16`` datagrams per call); returns the datagrams read.
-        Call it whenever `fileno` is readable."""
+        full or ``max_datagrams`` were read (default ``4 * max_queue + 16``); returns the
+        datagrams read. Call it whenever `fileno` is readable."""
+        limit = 4 * self.max_queue + 16 if max_datagrams is None else max_datagrams
         moved = 0
         now_s = self._clock()
-        while not self.backlog_full and moved < 4 * self.max_queue + 16:
+        while not self.backlog_full and moved < limit:
             try:
                 data, ancdata, flags, _ = self._sock.recvmsg(
                     self.max_datagram_bytes, self._cmsg_bytes

@@ -266,3 +266,12 @@ def test_full_queue_stops_reading_until_drained(sock_dir: Path) -> None:
     assert not src.backlog_full
     assert len(src.drain()) == 1  # the datagram that waited in the kernel
     src.close()
+
+
+def test_receive_reads_at_most_the_datagrams_asked_for(sock_dir: Path) -> None:
+    src = make(sock_dir, rate_fps=0)
+    send(sock_dir / "frames.sock", *[b"F 1000\n"] * 5)
+    assert src.receive(2) == 2
+    assert src.receive(2) == 2
+    assert len(src.drain()) == 5
+    src.close()

@@ -77,8 +77,8 @@ class SimulatedClock(Clock):
     def __init__(self, conn: Connection) -> None:
         super().__init__(1.0)
         self.conn = conn
-        self.gpu_ms = conn.recv()
-        self.loop_s = self.gpu_ms / 1000.0
+        self.gpu_ms: float = conn.recv()
+        self.loop_s: float = self.gpu_ms / 1000.0
 
     def now_s(self) -> float:
         """Loop time now (s): the simulated GPU's time."""
@@ -198,12 +198,12 @@ def soak(ticks: int, sample_every: int) -> dict[str, Any]:
         frames = daemon.source.stats() if daemon.source is not None else {}
         gpu_totals = clock.close()
         gpu.join(timeout=60)
+    ticks_run = int(stats["ticks"] or 0)
     after_warmup = [mb for t, mb in monitor.rss if t >= min(WARMUP_TICKS, ticks // 2)]
     growth_mb = (max(after_warmup) - after_warmup[0]) if after_warmup else math.nan
     return {
-        "ticks": stats["ticks"], "loop_time_h": round(stats["ticks"] * 0.05 / 3600, 3),
-        "wall_s": round(wall_s, 1), "cpu_per_tick_us": round(cpu_s / max(stats["ticks"], 1) * 1e6,
-                                                             1),
+        "ticks": ticks_run, "loop_time_h": round(ticks_run * 0.05 / 3600, 3),
+        "wall_s": round(wall_s, 1), "cpu_per_tick_us": round(cpu_s / max(ticks_run, 1) * 1e6, 1),
         "rss_mb_start": monitor.rss[0][1] if monitor.rss else None,
         "rss_mb_after_warmup": after_warmup[0] if after_warmup else None,
         "rss_mb_end": monitor.rss[-1][1] if monitor.rss else None,

@@ -51,9 +51,8 @@ def test_load_accepts_every_frame_the_kernel_took_and_stops_cleanly(tmp_path: Pa
     assert measured["frames_sent"] > 0
     assert measured["frames_accepted"] == measured["frames_sent"]
     assert measured["frames_dropped"] == {}
-    # How many the kernel refused depends on how often the daemon gets a CPU (a timing, not
-    # an invariant): tests/sources pins the reading between ticks that keeps it low.
-    assert measured["datagrams_refused_by_kernel"] >= 0
+    # Not asserted: how many the kernel refused depends on how often the daemon gets a CPU;
+    # tests/sources pins the reading between ticks that keeps it low.
     assert measured["frames_per_tick_max"] <= 4096  # the source's queue bound
     assert set(result["met"]) == {"jitter_p99_us", "gap_max_us", "rss_growth_mb",
                                   "daemon_stopped_cleanly"}

@@ -35,6 +35,7 @@ import json
 import multiprocessing
 import random
 import socket
+import subprocess
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -49,6 +50,7 @@ from daemon_setup import (
     start_daemon,
     start_sim,
     stop,
+    wait_for,
     write_result,
 )
 
@@ -96,6 +98,19 @@ def _status(path: Path) -> dict[str, Any] | None:
     return status
 
 
+def _status_after(path: Path, unix_s: float, daemon: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """The first status file written after ``unix_s`` (wall clock, s)."""
+    status: dict[str, Any] = {}
+
+    def fresh() -> bool:
+        status.clear()
+        status.update(_status(path) or {})
+        return float(status.get("written_unix_s", 0.0)) > unix_s
+
+    wait_for(fresh, "a new status file", daemon)
+    return status
+
+
 def _trace_window(path: Path) -> dict[str, Any]:
     """Tick gaps and frames per tick over the ticks from the first to the last with frames."""
     rows = [line.split(",") for line in path.read_text().splitlines()[1:]]
@@ -128,8 +143,7 @@ def load(duration_s: float, fps: float, processes: int) -> dict[str, Any]:
             notify.wait_ready(daemon)
             notify.drain_in_background()
             status_file = tmp / "status.json"
-            time.sleep(1.5)  # first status written
-            before = _status(status_file) or {}
+            before = _status_after(status_file, time.time(), daemon)
             per_process = [SENDERS // processes + (i < SENDERS % processes)
                            for i in range(processes)]
             pipes, workers = [], []
@@ -151,8 +165,8 @@ def load(duration_s: float, fps: float, processes: int) -> dict[str, Any]:
             wall_s = time.monotonic() - wall0
             cpu1 = cpu_s(daemon.pid)
             counts = [pipe.recv() for pipe in pipes]
-            time.sleep(1.5)  # the next status file holds the whole load
-            after = _status(status_file) or {}
+            # A status written after the load's end, and a tick later: every frame drained.
+            after = _status_after(status_file, time.time() + 0.1, daemon)
             rss_end = rss_mb(daemon.pid)
             exit_status = stop(daemon)
             daemon = None

@@ -273,7 +273,7 @@ class Daemon:
 
     def _wait(self, signals: SignalFlags, wall_s: float) -> None:
         """Wait ``wall_s`` for the next deadline (less on a signal), moving frames from the
-        socket into the source's backlog as they arrive: the kernel holds only ~10 datagrams."""
+        socket into the source's queue as they arrive: the kernel holds only ~10 datagrams."""
         source = self.source if isinstance(self.source, SocketSource) else None
         deadline_s = time.monotonic() + wall_s
         while True:

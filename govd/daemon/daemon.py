@@ -60,6 +60,9 @@ SUSPEND_GAP_S = 1.0
 REOPEN_WHEN_BACK = frozenset({"nvml"})
 """Backends whose handle dies with the device (an NVML handle after GPU_IS_LOST or a driver
 reload): a paused runner reopens these from their saved state. A sysfs device keeps its path."""
+RECEIVE_BATCH = 32
+"""Datagrams read between two looks at the deadline: with a long kernel queue
+(net.unix.max_dgram_qlen raised) one unbounded read could parse past the next tick's deadline."""
 
 
 class StartError(Exception):
@@ -89,6 +92,8 @@ class Options:
     every `RESCAN_S` elsewhere; 0: never."""
     suspend_offset_s: Callable[[], float] = field(default_factory=lambda: suspend_offset_s)
     """CLOCK_BOOTTIME minus CLOCK_MONOTONIC (s): grows by the time the machine slept."""
+    clock: Clock | None = None
+    """Loop time; None: ``Clock(speed)``. Benchmarks pass a simulated clock."""
 
 
 def frames_for(frames: list[Frame], device_name: str) -> list[Frame]:
@@ -111,7 +116,7 @@ class Daemon:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.config = options.config
-        self.clock = Clock(options.speed)
+        self.clock = options.clock or Clock(options.speed)
         self.notifier = Notifier()
         self.watchdog = WatchdogPinger(self.notifier, watchdog_interval_s())
         self.limiter = EpisodeLimiter(log)
@@ -246,7 +251,7 @@ class Daemon:
         clock = self.clock
         self._scheduler = scheduler = DeadlineScheduler(
             self.config.period_ms / 1000.0, clock.now_s,
-            lambda loop_s: signals.wait(clock.to_wall_s(loop_s)),
+            lambda loop_s: clock.wait(loop_s, lambda wall_s: self._wait(signals, wall_s)),
         )
         next_status_s = time.monotonic()
         offset_now_s = self.options.suspend_offset_s
@@ -277,6 +282,20 @@ class Daemon:
             self.stats.cpu_s.append(time.thread_time() - cpu_start_s)
         if signals.stop is not None:
             log.info("signal %d: stopping", signals.stop)
+
+    def _wait(self, signals: SignalFlags, wall_s: float) -> None:
+        """Wait ``wall_s`` for the next deadline (less on a signal), moving frames from the
+        socket into the source's queue as they arrive: the kernel holds only ~10 datagrams."""
+        source = self.source if isinstance(self.source, SocketSource) else None
+        deadline_s = time.monotonic() + wall_s
+        while True:
+            fd = source.fileno() if source is not None and not source.backlog_full else None
+            if signals.wait(wall_s, fd):
+                assert source is not None
+                source.receive(RECEIVE_BATCH)
+            wall_s = deadline_s - time.monotonic()
+            if fd is None or wall_s <= 0 or signals.stop is not None or signals.reload:
+                return
 
     def _tick(self, tick: Tick) -> None:
         now_s = tick.started_s

@@ -36,6 +36,12 @@ class Clock:
         """How long ``duration_s`` of loop time lasts on the wall clock. Units: s."""
         return duration_s / self.speed
 
+    def wait(self, duration_s: float, wait_wall_s: Callable[[float], None]) -> None:
+        """Let ``duration_s`` of loop time pass by waiting its wall-clock length with
+        ``wait_wall_s`` (which may return early, on a signal). A simulated clock overrides this
+        to advance its own time instead of sleeping."""
+        wait_wall_s(self.to_wall_s(duration_s))
+
 
 @dataclass(frozen=True, slots=True)
 class Tick:

@@ -34,13 +34,17 @@ class SignalFlags:
         else:
             self.stop = signum
 
-    def wait(self, timeout_s: float) -> None:
-        """Sleep up to ``timeout_s`` (s, wall clock); returns early when a signal arrives."""
+    def wait(self, timeout_s: float, fd: int | None = None) -> bool:
+        """Sleep up to ``timeout_s`` (s, wall clock); returns early when a signal arrives, or
+        when ``fd`` (if given) is readable. Returns whether ``fd`` is readable."""
+        readable: list[int] = []
         if timeout_s > 0:
-            select.select([self._read_fd], [], [], timeout_s)
+            fds = [self._read_fd] if fd is None else [self._read_fd, fd]
+            readable = select.select(fds, [], [], timeout_s)[0]
         with contextlib.suppress(BlockingIOError):
             while os.read(self._read_fd, 512):
                 pass
+        return fd is not None and fd in readable
 
     def close(self) -> None:
         """Put the previous handlers back and close the pipe."""

@@ -8,9 +8,16 @@ lines per datagram. Who sent a datagram comes from the kernel (``SO_PASSCRED``,
 - an optional uid/gid allow-list (the gid is the sender's effective gid; supplementary groups are
   not visible in SCM_CREDENTIALS);
 - a token bucket per sender pid, so one process cannot starve the others;
-- a bound on the frames returned per `drain` (the rest are dropped and counted), and on the
-  datagrams read per `drain`, so a flood costs bounded time per tick; what is left stays in the
-  kernel's receive buffer, and when that is full senders get EAGAIN, never govd.
+- a bound on the frames held until `drain` (``max_queue``; lines past it are dropped and
+  counted), and on the datagrams read per call, so a flood costs bounded time and memory; what is
+  left stays in the kernel's receive queue, and when that is full senders get EAGAIN, never govd.
+
+The kernel queues at most ``net.unix.max_dgram_qlen`` datagrams (10 by default) for a Unix
+datagram socket, whatever its buffer size: read once per 50 ms tick, the socket would refuse
+every frame past the tenth of each tick (a 240 FPS game alone sends 12). So the daemon calls
+`receive` whenever the socket is readable between ticks, which parses the datagrams into the
+queue there, and `drain` only hands the queue over (parsing at the tick kept the socket unread
+for the whole parse: a quarter of a 20 000 frames/s load was refused).
 """
 
 from __future__ import annotations
@@ -80,6 +87,7 @@ class SocketSource(FrameSource):
         self._clock = clock
         self._senders = Senders(rate_fps, burst, Path(proc_root))
         self._counts: Counter[str] = Counter()
+        self._queue: list[Frame] = []
         self._owns_path = sock is None
         self._sock = _bind(self.path, group) if sock is None else sock
         self._sock.setblocking(False)
@@ -111,12 +119,20 @@ class SocketSource(FrameSource):
         """The socket's fd, for callers that want to poll it."""
         return self._sock.fileno()
 
-    def drain(self) -> list[Frame]:
-        """Every frame received since the last call (at most ``max_queue``), oldest first."""
-        frames: list[Frame] = []
+    @property
+    def backlog_full(self) -> bool:
+        """True when the queue holds ``max_queue`` frames: `receive` reads nothing more until
+        the next `drain` (datagrams wait in the kernel meanwhile), so stop polling `fileno`."""
+        return len(self._queue) >= self.max_queue
+
+    def receive(self, max_datagrams: int | None = None) -> int:
+        """Read the datagrams waiting in the kernel and queue their frames, until the queue is
+        full or ``max_datagrams`` were read (default ``4 * max_queue + 16``); returns the
+        datagrams read. Call it whenever `fileno` is readable."""
+        limit = 4 * self.max_queue + 16 if max_datagrams is None else max_datagrams
+        moved = 0
         now_s = self._clock()
-        # Reading is bounded too, so a flood cannot hold the tick; the rest waits in the kernel.
-        for _ in range(4 * self.max_queue + 16):
+        while not self.backlog_full and moved < limit:
             try:
                 data, ancdata, flags, _ = self._sock.recvmsg(
                     self.max_datagram_bytes, self._cmsg_bytes
@@ -127,8 +143,15 @@ class SocketSource(FrameSource):
                 self._counts["receive_errors"] += 1
                 log.warning("frame socket %s: receive failed: %s", self.path, exc)
                 break
-            self._take(data, ancdata, flags, now_s, frames)
-        self._senders.forget_idle(now_s)
+            self._take(data, ancdata, flags, now_s, self._queue)
+            moved += 1
+        return moved
+
+    def drain(self) -> list[Frame]:
+        """Every frame received since the last call (at most ``max_queue``), oldest first."""
+        self.receive()
+        frames, self._queue = self._queue, []
+        self._senders.forget_idle(self._clock())
         return frames
 
     def _take(

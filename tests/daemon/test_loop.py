@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from govd.daemon.loop import DeadlineScheduler
+from govd.daemon.loop import Clock, DeadlineScheduler
 
 
 class FakeClock:
@@ -90,3 +90,9 @@ def test_period_must_be_positive(period_s):
     clock = FakeClock()
     with pytest.raises(ValueError):
         DeadlineScheduler(period_s, clock.now_s, clock.wait_s)
+
+
+def test_accelerated_clock_waits_the_wall_clock_length_of_loop_time():
+    waited_s: list[float] = []
+    Clock(speed=10.0).wait(1.0, waited_s.append)
+    assert waited_s == [pytest.approx(0.1)]

@@ -225,3 +225,53 @@ def test_random_datagrams_never_raise(
     send(path, payload)
     for frame in src.drain():
         assert 0 < frame.gpu_time_ms <= 10_000
+
+
+def _send_nonblocking(path: Path, count: int) -> int:
+    """Send ``count`` one-frame datagrams; returns how many the kernel took."""
+    taken = 0
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.setblocking(False)
+        for _ in range(count):
+            try:
+                s.sendto(b"F 1000\n", str(path))
+                taken += 1
+            except BlockingIOError:
+                pass
+    return taken
+
+
+def test_receive_between_ticks_takes_more_datagrams_than_the_kernel_queues(
+    sock_dir: Path,
+) -> None:
+    src = make(sock_dir, rate_fps=0)
+    qlen = int(Path("/proc/sys/net/unix/max_dgram_qlen").read_text())
+    taken = 0
+    for _ in range(3):
+        taken += _send_nonblocking(sock_dir / "frames.sock", qlen + 5)
+        assert src.receive() > 0
+    assert taken > qlen + 1  # the kernel alone would have refused these
+    assert len(src.drain()) == taken
+    src.close()
+
+
+def test_full_queue_stops_reading_until_drained(sock_dir: Path) -> None:
+    src = make(sock_dir, max_queue=4, rate_fps=0)
+    send(sock_dir / "frames.sock", b"F 1000\n" * 3, b"F 2000\n" * 3)
+    assert src.receive() == 2
+    assert src.backlog_full and src.stats()["queue_full"] == 2
+    assert _send_nonblocking(sock_dir / "frames.sock", 1) == 1
+    assert src.receive() == 0  # left in the kernel: its sender sees EAGAIN, not govd
+    assert [f.gpu_time_ms for f in src.drain()] == [1.0, 1.0, 1.0, 2.0]
+    assert not src.backlog_full
+    assert len(src.drain()) == 1  # the datagram that waited in the kernel
+    src.close()
+
+
+def test_receive_reads_at_most_the_datagrams_asked_for(sock_dir: Path) -> None:
+    src = make(sock_dir, rate_fps=0)
+    send(sock_dir / "frames.sock", *[b"F 1000\n"] * 5)
+    assert src.receive(2) == 2
+    assert src.receive(2) == 2
+    assert len(src.drain()) == 5
+    src.close()

@@ -1,0 +1,21 @@
+"""The loop's wait: a deadline, a signal, or a watched fd, whichever comes first."""
+
+from __future__ import annotations
+
+import os
+
+from govd.daemon.signals import SignalFlags
+
+
+def test_wait_ends_when_the_watched_fd_is_readable_and_says_so() -> None:
+    flags = SignalFlags()
+    read_fd, write_fd = os.pipe()
+    try:
+        assert flags.wait(0.01, read_fd) is False  # nothing to read: the timeout ends it
+        os.write(write_fd, b"x")
+        assert flags.wait(60.0, read_fd) is True  # without the fd this would sleep a minute
+        assert flags.stop is None
+    finally:
+        flags.close()
+        os.close(read_fd)
+        os.close(write_fd)

@@ -167,3 +167,15 @@ def test_socket_group_is_created_by_sysusers() -> None:
 def test_runtime_directory_survives_service_stop_for_the_socket() -> None:
     assert the(SOCKET, "ListenDatagram").startswith(f"/run/{the(SERVICE, 'RuntimeDirectory')}/")
     assert the(SERVICE, "RuntimeDirectoryPreserve") == "yes"
+
+
+def test_frames_sysctl_example_names_a_real_kernel_setting() -> None:
+    lines = [line for line in (SYSTEMD_DIR / "frames-sysctl.conf.example").read_text()
+             .splitlines() if line.strip() and not line.startswith("#")]
+    assert len(lines) == 1
+    key, _, value = (part.strip() for part in lines[0].partition("="))
+    proc = Path("/proc/sys") / key.replace(".", "/")
+    if not Path("/proc/sys/net").exists():
+        pytest.skip("no /proc/sys/net here")
+    assert proc.exists(), key
+    assert int(value) > 10  # the kernel's default

@@ -155,8 +155,9 @@ def test_udev_discovery_sees_umockdev_devices():
 
 
 @needs_umockdev
-def test_unplug_and_replug_seen_by_scan_and_monitor():
-    env = dict(os.environ, PYTHONPATH=str(REPO), LD_PRELOAD="libumockdev-preload.so.0")
+def test_unplug_and_replug_seen_by_scan_and_monitor(umockdev_tmpdir):
+    env = dict(os.environ, PYTHONPATH=str(REPO), LD_PRELOAD="libumockdev-preload.so.0",
+               TMPDIR=str(umockdev_tmpdir))
     result = subprocess.run(
         [sys.executable, str(REPO / "tests" / "umockdev_hotplug.py"),
          str(UMOCKDEV / "i915-gen9.umockdev"), str(UMOCKDEV / "mali-panfrost.umockdev")],

@@ -16,8 +16,9 @@ UMOCKDEV = REPO / "tests" / "umockdev"
 
 
 @pytest.mark.skipif(shutil.which("umockdev-run") is None, reason="umockdev-run not installed")
-def test_gpu_plugged_after_start_is_taken_through_the_udev_add_event(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO), LD_PRELOAD="libumockdev-preload.so.0")
+def test_gpu_plugged_after_start_is_taken_through_the_udev_add_event(tmp_path, umockdev_tmpdir):
+    env = dict(os.environ, PYTHONPATH=str(REPO), LD_PRELOAD="libumockdev-preload.so.0",
+               TMPDIR=str(umockdev_tmpdir))
     result = subprocess.run(
         [sys.executable, str(REPO / "tests" / "umockdev_daemon.py"),
          str(UMOCKDEV / "i915-gen9.umockdev"), str(UMOCKDEV / "mali-panfrost.umockdev"),

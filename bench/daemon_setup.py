@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import signal
 import socket
 import subprocess
@@ -190,14 +191,23 @@ class NotifyListener:
         self.sock.close()
 
 
-def start_daemon(tmp: Path, root: Path, notify: Path, *extra: str) -> subprocess.Popen[bytes]:
+def unit_nice() -> int:
+    """The niceness `systemd/govd.service` gives the daemon (0 when it sets none)."""
+    unit = (REPO / "systemd" / "govd.service").read_text()
+    found = re.search(r"^Nice=(-?\d+)$", unit, re.MULTILINE)
+    return int(found.group(1)) if found else 0
+
+
+def start_daemon(tmp: Path, root: Path, notify: Path, *extra: str,
+                 nice: int = 0) -> subprocess.Popen[bytes]:
     """`govd run` on the tree under ``root`` with socket, state and status files in ``tmp``
-    (stderr appended to ``tmp/daemon.err``)."""
+    (stderr appended to ``tmp/daemon.err``), at niceness ``nice`` (see `unit_nice`)."""
     with open(tmp / "daemon.err", "ab") as stderr:
         return subprocess.Popen(
             [sys.executable, "-m", "govd", "run", "--sysfs-root", str(root), "--socket",
              str(tmp / "frames.sock"), "--state-file", str(tmp / "state.json"), *extra],
             env=env(notify), stdout=subprocess.DEVNULL, stderr=stderr,
+            preexec_fn=(lambda: os.nice(nice)) if nice else None,
         )
 
 

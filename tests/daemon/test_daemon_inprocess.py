@@ -223,3 +223,19 @@ def test_device_another_tool_keeps_taking_is_left_to_it_at_stop(short_dir):
     run_until(daemon, lambda d: runner(d, MALI).paused == "contested", other_tool)
     assert (devfreq / "governor").read_text().strip() == "simple_ondemand"
     assert not (short_dir / "state.json").exists()
+
+
+def test_start_up_objects_are_frozen_out_of_the_collectors_scans(short_dir):
+    """A full collection over start-up's objects takes most of a tick (lost ticks under load)."""
+    import gc
+
+    root = short_dir / "sys"
+    mali_panfrost(root, governor="userspace")
+    frozen: list[int] = []
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+    try:
+        run_until(daemon, lambda d: d.stats.ticks >= 2,
+                  lambda d: frozen.append(gc.get_freeze_count()))
+    finally:
+        gc.unfreeze()
+    assert min(frozen) > 10_000

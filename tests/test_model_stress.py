@@ -172,3 +172,12 @@ def test_the_default_fallback_is_the_top_level_for_one_second() -> None:
     assert gov.fallback_grace_s == 1.0
     with pytest.raises(ValueError, match="fallback_grace_s"):
         Governor(LEVELS_MHZ, EnergyPolicy(), Target(fps=60.0), fallback_grace_s=-1.0)
+
+
+def test_jump_ratio_zero_turns_jump_detection_off() -> None:
+    """For work that alternates kernels 100x apart, where every switch would reset."""
+    gov = governor("rls", jump_ratio=0)
+    rng = np.random.default_rng(2)
+    drive(gov, 600, rng, scalable=0.05)
+    after = drive(gov, 1500, rng, scale=100.0, scalable=1.0)
+    assert JUMP not in {d.fallback for d in after}

@@ -128,6 +128,19 @@ class TargetConfig(Section):
         return Target(fps=self.fps, max_slowdown=self.max_slowdown)
 
 
+class StressConfig(Section):
+    """When the model counts as stressed (reset, then the policy's fallback decides for a
+    grace period): `govd.model.stress.StressSettings`."""
+
+    jump_ratio: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 10.0
+    """A frame time this many times off the prediction (either way) starts a jump; 0: jumps
+    are never stress (workloads that alternate 100x-different kernels)."""
+    jump_run: Annotated[int, Field(ge=1, le=1000)] = 2
+    """Consecutive outlying updates that make a jump."""
+    stuck_ticks: Annotated[int, Field(ge=1)] = 200
+    """Ticks a counter stays at its maximum (or not finite) to count as saturated."""
+
+
 class DcdConfig(Section):
     """DCD-RLS settings (DESIGN.md §2): step range H (a power of two), bits Mb, updates Nu."""
 
@@ -157,6 +170,7 @@ class ModelConfig(Section):
     dcd: DcdConfig = Field(default_factory=DcdConfig)
     prior: str | None = None
     """Prior file from `govd fit-prior` (seeds a0, a1 after the first samples), None for none."""
+    stress: StressConfig = Field(default_factory=StressConfig)
 
     @model_validator(mode="after")
     def _one_scale_per_counter(self) -> ModelConfig:

@@ -15,6 +15,7 @@ from govd.device.discovery import SYS, discover, discover_sysfs
 from govd.governor import Governor
 from govd.model.prior import Prior, read_prior
 from govd.model.settings import ModelSettings
+from govd.model.stress import StressSettings
 from govd.policy.registry import make_policy
 
 log = logging.getLogger("govd.daemon")
@@ -125,6 +126,9 @@ def build_governor(config: Config, device: Device) -> tuple[Governor, RunnerSett
             bounds_mhz=(low_mhz, high_mhz), idle_power_w=math.nan if idle_w is None else idle_w,
             fallback=make_policy(policy_config.fallback),
             fallback_grace_s=policy_config.fallback_grace_s, mem_levels_mhz=mem_levels_mhz,
+            stress_settings=StressSettings(jump_ratio=config.model.stress.jump_ratio,
+                                           jump_run=config.model.stress.jump_run,
+                                           stuck_ticks=config.model.stress.stuck_ticks),
             prior=_prior_for(config, device, mem_levels_mhz),
         )
     except (ValueError, TypeError, LookupError, OSError) as exc:

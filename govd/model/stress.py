@@ -49,8 +49,9 @@ class StressSettings:
     jump_ratio: float = 10.0
     """...and a run starts only with a frame time off the prediction by this factor either
     way: a phase change (a new kernel, a new scene) the model relearns in a few updates is no
-    stress, an order-of-magnitude surprise is. Measured on the V100 kernels: starting runs at
-    50 % errors reset the model at most kernel switches (1.10 → 1.13x oracle's energy)."""
+    stress, an order-of-magnitude surprise is; 0: no jump is ever stress. Measured on the V100
+    kernels: starting runs at 50 % errors reset the model at most kernel switches (1.10 →
+    1.13x oracle's energy)."""
     jump_floor: float = 0.5
     """Later updates of a run must still err beyond this (50 %), so a near-perfect model is
     not twitchy."""
@@ -128,8 +129,9 @@ class StressDetector:
         self._updates += 1
         rms = math.sqrt(self._error_sq) if self._error_sq == self._error_sq else math.inf
         surprise = max(error + 1.0, 1.0 / (error + 1.0)) if error > -1.0 else math.inf
-        outlying = abs(error) > max(s.jump_factor * rms, s.jump_floor) and (
-            self._run > 0 or surprise >= s.jump_ratio)
+        outlying = (s.jump_ratio > 0
+                    and abs(error) > max(s.jump_factor * rms, s.jump_floor)
+                    and (self._run > 0 or surprise >= s.jump_ratio))
         if self._updates > s.settle_updates and outlying:
             self._run += 1
             if self._run >= s.jump_run:

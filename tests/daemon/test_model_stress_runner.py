@@ -22,3 +22,17 @@ def test_model_stress_is_logged_once_per_episode_and_shown_in_status(tmp_path, c
     lines = [r.getMessage() for r in caplog.records if "model reset (jump)" in r.getMessage()]
     assert len(lines) == 2, "one when it starts, one (with the count) when it ends"
     assert "repeated" not in lines[0] and "(ended)" in lines[1]
+
+
+def test_stress_thresholds_come_from_the_model_stress_section(tmp_path):
+    from govd.conf.schema import Config
+    from govd.daemon.governed import build_governor
+    from govd.device.devfreq import DevfreqDevice
+    from tests.sysfs_fixtures import mali_panfrost
+
+    path, _ = mali_panfrost(tmp_path / "sys", governor="userspace")
+    config = Config.model_validate(
+        {"model": {"stress": {"jump_ratio": 0, "jump_run": 3, "stuck_ticks": 50}}})
+    governor, _ = build_governor(config, DevfreqDevice(path))
+    settings = governor.stress.settings
+    assert (settings.jump_ratio, settings.jump_run, settings.stuck_ticks) == (0, 3, 50)

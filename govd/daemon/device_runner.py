@@ -13,12 +13,9 @@ A paused runner probes the device again after a back-off (1 s, doubling up to 30
 and the level is written again. Each fault is one warning per episode (`EpisodeLimiter`), closed
 when the device works again; failed probes are counted in it.
 
-Another tool may change the clock behind govd's back (a second governor, a user's ``echo``, a
-driver's resume path). When the device's setting differs from govd's for `OVERRIDE_TICKS` ticks
-in a row (`Device.override`), the runner warns once and writes its level again; a tool that undoes
-it more than `OVERRIDE_REAPPLIES` times in one episode wins: the runner steps back, leaving the
-device as that tool set it (restoring govd's saved state would only start the fight again), and
-tries again after `CONTESTED_RETRY_S`, doubling each time it is undone again.
+Another tool may change the clock behind govd's back: `govd.daemon.override` decides when the
+runner writes its level again and when it steps back (paused as ``contested``, the device left
+as that tool set it).
 """
 
 from __future__ import annotations
@@ -32,6 +29,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from govd.daemon.override import OverrideWatch, Verdict
 from govd.daemon.record import TraceRecorder
 from govd.device.base import Device, DeviceError, DeviceGone, Reading
 from govd.device.energy import EnergyMeter
@@ -51,18 +49,6 @@ FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
 RECENT_S = 1.0
 """How far back the status file's recent FPS and frame time look. Units: s."""
-OVERRIDE_TICKS = 3
-"""Ticks in a row a changed setting must last to count as another tool's: a tool's own two-step
-write (min, then max) or the driver's resume path is over within a tick or two."""
-OVERRIDE_REAPPLIES = 3
-"""Re-applies in one episode before govd steps back: a tool that undoes govd this often is
-fighting it, and two governors fighting flap the clock for both."""
-OVERRIDE_QUIET_S = 10.0
-"""How long govd's setting must hold for an override episode to end. Units: s."""
-CONTESTED_RETRY_S = 60.0
-"""How long govd leaves a device to the tool that kept changing it before trying again; doubles
-up to `MAX_CONTESTED_RETRY_S` while the fight goes on. Units: s."""
-MAX_CONTESTED_RETRY_S = 960.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +104,7 @@ class DeviceRunner:
         self._last_write_s = -math.inf
         self._retry_s = FIRST_RETRY_S
         self._next_probe_s = -math.inf
-        self._override_ticks = 0
-        self._reapplies = 0
-        self._last_reapply_s = -math.inf
-        self._contested_retry_s = CONTESTED_RETRY_S
+        self._override = OverrideWatch()
         self._started_s: float | None = None
         self._predicted_ms = math.nan
         self._recent: deque[tuple[float, int, float, float]] = deque()
@@ -245,38 +228,28 @@ class DeviceRunner:
         return None
 
     def _stepped_back(self, now_s: float) -> bool:
-        """Watch for another tool changing govd's setting: re-apply after `OVERRIDE_TICKS`,
-        step back after `OVERRIDE_REAPPLIES`. True when the device is no longer governed."""
+        """Watch for another tool changing govd's setting (`govd.daemon.override`): re-apply,
+        or step back. True when the device is no longer governed."""
         if self._applied_mhz is None or now_s <= self._last_write_s:
             return False
         changed = self._guarded(now_s, "read", self.device.override)
         if self.paused is not None:
             return True
-        if changed is None:
-            self._override_ticks = 0
-            if self._reapplies and now_s - self._last_reapply_s >= OVERRIDE_QUIET_S:
-                self._reapplies = 0
-                self._contested_retry_s = CONTESTED_RETRY_S
-                for kind in ("override", "contested"):
-                    self.limiter.clear((self.name, kind), now_s)
-            return False
-        self._override_ticks += 1
-        if self._override_ticks < OVERRIDE_TICKS:
-            return False
-        self._override_ticks = 0
-        self._reapplies += 1
-        self._last_reapply_s = now_s
-        self.counts["overridden"] += 1
-        if self._reapplies > OVERRIDE_REAPPLIES:
-            self._reapplies = 0
-            self._pause(now_s, "contested", DeviceError(changed), hand_back=False)
-            self._next_probe_s = now_s + self._contested_retry_s
-            self._contested_retry_s = min(self._contested_retry_s * 2, MAX_CONTESTED_RETRY_S)
+        verdict = self._override.observe(now_s, changed)
+        if verdict is Verdict.QUIET:
+            for kind in ("override", "contested"):
+                self.limiter.clear((self.name, kind), now_s)
+        elif verdict is Verdict.REAPPLY:
+            self.counts["overridden"] += 1
+            self.limiter.warn((self.name, "override"), now_s,
+                              f"{self.name}: another tool changed the clock ({changed}); "
+                              "re-applying", error=changed)
+            self._applied_mhz = None  # written again this tick, whatever the dwell
+        elif verdict is Verdict.STEP_BACK:
+            self.counts["overridden"] += 1
+            self._pause(now_s, "contested", DeviceError(str(changed)), hand_back=False)
+            self._next_probe_s = now_s + self._override.back_off_s()
             return True
-        self.limiter.warn((self.name, "override"), now_s,
-                          f"{self.name}: another tool changed the clock ({changed}); re-applying",
-                          error=changed)
-        self._applied_mhz = None  # written again this tick, whatever the dwell
         return False
 
     def reapply(self) -> None:

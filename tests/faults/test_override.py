@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from govd.daemon.device_runner import (
+from govd.daemon.override import (
     CONTESTED_RETRY_S,
     OVERRIDE_QUIET_S,
     OVERRIDE_REAPPLIES,

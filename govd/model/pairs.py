@@ -45,6 +45,7 @@ from govd.model.predict import (
     interp,
     interp_ref,
     predict_energy_ref,
+    sensitivity_ref,
 )
 from govd.model.rls import ordered_sum, rls_update, rls_update_ref
 
@@ -293,22 +294,10 @@ def predict_time_pairs_ref(
 def sensitivity_pairs_ref(
     t_ms: float, fc_mhz: float, fm_mhz: float, lv: FloatArray, t_pred: FloatArray
 ) -> float:
-    """NumPy reference of `sensitivity_pairs`."""
+    """NumPy reference of `sensitivity_pairs`: the one-domain reference over the pairs at the
+    running memory clock."""
     same = np.abs(lv[MEM] - fm_mhz) <= 1e-9 * fm_mhz
-    cores = lv[CORE]
-    tol = 1e-9 * fc_mhz
-    below = np.nonzero(same & (cores < fc_mhz - tol))[0]
-    above = np.nonzero(same & (cores > fc_mhz + tol))[0]
-    if below.size and above.size:
-        lo, hi = below[-1], above[0]
-        du, dd = cores[hi] - fc_mhz, fc_mhz - cores[lo]
-        num = dd * dd * t_pred[hi] + (du * du - dd * dd) * t_ms - du * du * t_pred[lo]
-        return float(num / (du * dd * (du + dd)))
-    if above.size:
-        return float((t_pred[above[0]] - t_ms) / (cores[above[0]] - fc_mhz))
-    if below.size:
-        return float((t_ms - t_pred[below[-1]]) / (fc_mhz - cores[below[-1]]))
-    return 0.0
+    return sensitivity_ref(t_ms, fc_mhz, lv[CORE][same], t_pred[same])
 
 
 def predict_energy_pairs_ref(

@@ -144,5 +144,6 @@ def replay(
         if progress is not None and u % 4096 == 0:
             progress(u)
     wall_s = time.perf_counter() - started
-    return Replay(chosen, predicted, fitted, sens, energy_units, energy, times,
-                  gov.model.stats_dict(), wall_s)
+    stats = gov.model.stats_dict()
+    stats["stress_episodes"] = gov.stress_episodes
+    return Replay(chosen, predicted, fitted, sens, energy_units, energy, times, stats, wall_s)

@@ -1,0 +1,53 @@
+"""The mean-curve reference: what a causal policy could at best reach.
+
+The oracle knows every unit's time and power at every level, noise included, so part of its
+advantage is reading noise that no policy can foresee. This reference knows each *phase* of the
+work (a run of units doing the same thing) and its mean time and power curves over the levels,
+but not the per-unit noise: it runs every unit of a phase at the level that is best for the
+phase's mean curves under the target (the oracle's rule applied to the means). It is scored on
+the real per-unit rows, like every policy.
+
+Phases are cut where the time at the fastest level jumps by more than the convergence metric's
+ratio (`govd.eval.convergence.CHANGE_RATIO`), or where the unit's curve (times relative to the
+fastest level) moves by more than ``shape_change`` in log time at any level: two kernels that
+take as long at the top may scale quite differently.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from govd.eval.convergence import phase_changes
+from govd.formats.sweep import SweepTable
+from govd.model.arrays import IntArray
+from govd.policy.oracle import oracle_levels
+from govd.target import Target
+
+SHAPE_CHANGE = 0.05
+"""Change of a unit's log time ratio to the fastest level, at any level, that starts a new
+phase (the measured tables' per-unit noise is ~1 %, a ratio's ~1.4 %)."""
+
+
+def phase_starts(sweep: SweepTable, shape_change: float = SHAPE_CHANGE) -> IntArray:
+    """First unit of every phase (0 included), ascending."""
+    with np.errstate(all="ignore"):
+        shape = np.log(sweep.time_ms / sweep.time_ms.min(axis=1, keepdims=True))
+    moved = np.flatnonzero(np.nanmax(np.abs(np.diff(shape, axis=0)), axis=1) > shape_change) + 1
+    starts = np.union1d(np.union1d([0], phase_changes(sweep)), moved)
+    return starts.astype(np.intp)
+
+
+def mean_curve_levels(sweep: SweepTable, target: Target, idle_power_w: float) -> IntArray:
+    """Level per unit: the best level for the mean curves of the unit's phase."""
+    starts = phase_starts(sweep)
+    ends = np.append(starts[1:], sweep.units)
+    phase_of = np.repeat(np.arange(starts.size), ends - starts)
+    counts = (ends - starts)[:, None]
+    mean_time = np.add.reduceat(sweep.time_ms, starts, axis=0) / counts
+    mean_power = np.add.reduceat(sweep.power_w * sweep.time_ms, starts, axis=0) / (
+        mean_time * counts)
+    means = SweepTable(levels_mhz=sweep.levels_mhz, time_ms=mean_time, power_w=mean_power,
+                       mem_levels_mhz=sweep.mem_levels_mhz)
+    per_phase = oracle_levels(means, target, idle_power_w)
+    levels: IntArray = per_phase[phase_of]
+    return levels

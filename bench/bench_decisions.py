@@ -141,7 +141,7 @@ def verdicts(rows: dict[str, dict], slowdown: float) -> dict[str, bool]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--form", choices=("scaling", "seed"), default="scaling")
+    parser.add_argument("--form", choices=("auto", "scaling", "seed"), default="auto")
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--quick", action="store_true", help="1 simulated minute (tests)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "decisions.json")

@@ -118,7 +118,10 @@ class Governor:
         self.model: OnlineModel | ScalingModel
         self.mem_levels_mhz: FloatArray | None = None
         settings = model_settings or ModelSettings()
-        if settings.form == "scaling":
+        form = settings.form_for(throughput=target.max_slowdown is not None)
+        if prior is not None and settings.form == "auto":
+            form = "seed"  # a prior holds eq. 10's coefficients
+        if form == "scaling":
             if prior is not None:
                 raise ValueError("a prior seeds the seed form only (model.form: seed)")
             self.model = ScalingModel(levels_mhz, settings, idle_power_w, mem_levels_mhz)

@@ -60,7 +60,7 @@ def evaluate(
     results = []
     for sweep in sweeps:
         idle_w = resolve_idle_power(sweep, idle_power_w)
-        if counters is None and settings.form == "scaling":
+        if counters is None and settings.form_for(target.max_slowdown is not None) == "scaling":
             names = scaling_counters(sweep.time_ms, sweep.levels_mhz, sweep.counters,
                                      sweep.mem_levels_mhz)
             scales = [counter_scale(sweep.counters[n]) for n in names]

@@ -33,6 +33,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from govd.eval.evaluate import evaluate  # noqa: E402
+from govd.eval.reference import safe_reference_levels  # noqa: E402
+from govd.eval.score import unit_energy_mj, violations  # noqa: E402
 from govd.formats.sweep import SweepTable  # noqa: E402
 from govd.model.settings import ModelSettings  # noqa: E402
 from govd.sim.hkbu import core_slice, load_hkbu  # noqa: E402
@@ -103,7 +105,20 @@ def summarise(results: list, slowdown: float) -> dict[str, dict]:
     """Per table: the energy policy's figures beside the references and baselines."""
     by_table: dict[str, dict] = {}
     for name, sweep, run, sc in results:
-        row = by_table.setdefault(sweep.path, {"units": sc.units, "target": slowdown})
+        if sweep.path not in by_table:
+            target = Target(max_slowdown=slowdown)
+            idle_w = float(sweep.meta.get("idle_power_w", 0.0))
+            safe, margin = safe_reference_levels(sweep, target, idle_w)
+            energy = unit_energy_mj(sweep, target, idle_w)
+            units = np.arange(sweep.units)
+            by_table[sweep.path] = {
+                "units": sc.units, "target": slowdown,
+                "safe_reference_vs_oracle": float(energy[units, safe].sum())
+                / (sc.oracle_energy_j * 1e3),
+                "safe_reference_margin": margin,
+                "safe_reference_violation_rate": float(
+                    violations(sweep, target)[units, safe].mean())}
+        row = by_table[sweep.path]
         if name == "energy":
             row.update({
                 "energy_ratio": sc.energy_ratio,
@@ -163,14 +178,16 @@ def main() -> int:
         report["met"][f"{slowdown:g}"] = verdicts(rows, slowdown)
         print(f"\n--max-slowdown {slowdown:g}  (form {args.form})")
         print(f"{'table':<18}{'units':>7}{'E/orc':>7}{'E/ref':>7}{'ref/orc':>8}{'viol':>7}"
-              f"{'orc v':>7}{'tau':>6}{'str/h':>7}{'perf':>7}{'ondem':>7}{'od v':>7}")
+              f"{'orc v':>7}{'tau':>6}{'str/h':>7}{'perf':>7}{'ondem':>7}{'od v':>7}"
+              f"{'safe':>7}")
         for table, r in rows.items():
             print(f"{table:<18}{r['units']:>7}{r['energy_ratio']:>7.3f}"
                   f"{r['energy_vs_reference'] or math.nan:>7.3f}"
                   f"{r['reference_vs_oracle'] or math.nan:>8.3f}{r['violation_rate']:>7.3f}"
                   f"{r['oracle_violation_rate']:>7.3f}{r['kendall_tau'] or math.nan:>6.2f}"
                   f"{r['stress_per_hour'] or 0.0:>7.1f}{r['performance_ratio']:>7.3f}"
-                  f"{r['ondemand_ratio']:>7.3f}{r['ondemand_violation_rate']:>7.3f}")
+                  f"{r['ondemand_ratio']:>7.3f}{r['ondemand_violation_rate']:>7.3f}"
+                  f"{r['safe_reference_vs_oracle']:>7.3f}")
     report["wall_s"] = time.perf_counter() - started
 
     def clean(v: object) -> object:

@@ -49,8 +49,8 @@ def test_kernel_matches_numpy_reference(nx: int, two: bool) -> None:
         fb = s.scaling_tick_ref(b.state, b.off, x, t, fc, fm, p, busy, deadline)
         assert fa == fb
         va, vb = s._views_ref(a.state, a.off), s._views_ref(b.state, b.off)
-        for name in ("beta", "P", "xprev", "bprev", "delta", "var", "lreff", "pc", "pP",
-                     "out", "sc"):  # every section but the scratch ones
+        for name in ("beta", "P", "xprev", "bprev", "delta", "scov", "lreff", "pc", "pP",
+                     "out", "sc", "slot_sig", "slot_c", "slot_p", "slot_meta"):  # not scratch
             np.testing.assert_allclose(va[name], vb[name], rtol=1e-9, atol=1e-12,
                                        equal_nan=True, err_msg=name)
 

@@ -51,3 +51,37 @@ def mean_curve_levels(sweep: SweepTable, target: Target, idle_power_w: float) ->
     per_phase = oracle_levels(means, target, idle_power_w)
     levels: IntArray = per_phase[phase_of]
     return levels
+
+
+def safe_reference_levels(sweep: SweepTable, target: Target, idle_power_w: float,
+                          excess: float = 0.01) -> tuple[IntArray, float]:
+    """`mean_curve_levels` under the tightest target (the slowdown limit or the frame deadline
+    shrunk by a margin) that keeps its violation rate within ``excess`` of the oracle's: what a
+    causal policy that knows each phase's curve, but not the per-unit noise, can at best reach
+    inside the violation budget. Returns (levels, margin used)."""
+    from govd.eval.score import violations  # scoring sits above the references
+
+    missed = violations(sweep, target)
+    units = np.arange(sweep.units)
+    allowed = float(missed[units, oracle_levels(sweep, target, idle_power_w)].mean()) + excess
+
+    def levels_at(margin: float) -> IntArray:
+        if target.fps is not None:
+            tight = Target(fps=target.fps * (1.0 + margin))
+        else:
+            assert target.max_slowdown is not None
+            tight = Target(max_slowdown=(1.0 + target.max_slowdown) / (1.0 + margin) - 1.0)
+        return mean_curve_levels(sweep, tight, idle_power_w)
+
+    lo, hi = 0.0, (0.5 if target.max_slowdown is None else target.max_slowdown)
+    best = levels_at(hi)
+    if float(missed[units, levels_at(lo)].mean()) <= allowed:
+        return levels_at(lo), 0.0
+    for _ in range(12):  # bisection on the margin, to ~1e-4
+        mid = 0.5 * (lo + hi)
+        at = levels_at(mid)
+        if float(missed[units, at].mean()) <= allowed:
+            hi, best = mid, at
+        else:
+            lo = mid
+    return best, hi

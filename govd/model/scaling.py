@@ -64,9 +64,10 @@ from govd.model.pairs import sensitivity_pairs
 from govd.model.rls import rls_update, rls_update_ref
 
 # sections of the state buffer, in order; `layout` gives their offsets
-(BETA, BETA0, PCOV, WORK, H, Z, XSCALE, XPREV, BPREV, BNOW, LV, BASIS, LRHO0, DELTA, VAR, LREFF,
- PC, PC0, PP, PPHI, PWORK, OUT, SC, CF, RES, CHOL, YS, QS) = range(28)
-N_SECTIONS = 28
+(BETA, BETA0, PCOV, WORK, H, Z, XSCALE, XPREV, BPREV, BNOW, LV, BASIS, LRHO0, DELTA, SCOV, LREFF,
+ PC, PC0, PP, PPHI, PWORK, OUT, SC, CF, RES, CHOL, YS, QS, SLOT_SIG, SLOT_C, SLOT_P, SLOT_META,
+ CG, SWORK) = range(34)
+N_SECTIONS = 34
 # header stored after the offsets in the layout array
 HDR_M, HDR_NB, HDR_NX, HDR_L = range(N_SECTIONS + 1, N_SECTIONS + 5)
 # lv rows (the layout of `govd.model.pairs`, so its sensitivity serves both forms)
@@ -77,12 +78,15 @@ N_OUT = 5
 # scalars (sc)
 (T_PREV, LVL_PREV, HAS_PREV, ERR2, N_ERR, PB_PREV, T_FIT, SENS, P_IDLE, READY, TICKS, UPDATES,
  SKIPPED, RESETS, P_UPDATES, P_SKIPPED, GATED_N, T_NOW, LVL_NOW, PB_NOW, SHAPE_DIRTY, FC_NOW,
- FM_NOW, SHAPE_UPDATES) = range(24)
-N_SC = 24
+ FM_NOW, SHAPE_UPDATES, CUR_SLOT, SLOTS_MADE, REJECTS) = range(27)
+N_SC = 27
 # settings (cf)
 (LAM, P0, MAX_TRACE, SIGMA0, GATE, SAME_WORK, PLAM, PP0, SHAPE_VAR0, SHAPE_Q, IDLE_W, WARMUP,
- U_MAX, SHAPE_NOISE, ALGO, DCD_H, DCD_MB, DCD_NU) = range(18)
-N_CF = 18
+ U_MAX, SHAPE_NOISE, ALGO, DCD_H, DCD_MB, DCD_NU, N_SLOTS, SLOT_P0, SLOT_TOL) = range(21)
+N_CF = 21
+# slot meta columns: last tick used, pairs learned, lowest core clock seen (as u)
+AGE, PAIRS, U_SEEN = range(3)
+N_META = 3
 ALGO_RLS, ALGO_DCD = 0.0, 1.0
 
 # flags (compatible with `govd.model.tick`)
@@ -100,18 +104,32 @@ ERR_WEIGHT = 0.05
 """Weight of the newest squared ratio error in `ratio_error` (about 20 pairs)."""
 ERR_PRIOR_PAIRS = 5.0
 """Pairs' worth of weight the prior noise level keeps in `ratio_error`."""
+POWER_SLACK = 0.05
+"""Slack (log units) on the physical bound for the same work's busy power between two clocks:
+it rises with the clock, and at most as f³ (f·V², V at most proportional to f)."""
+INNOVATION_Z = 5.0
+"""A pair whose log time ratio is off the model's prediction by more than this many predictive
+standard deviations is another piece of work (the innovation gate of a Kalman filter), unless
+the two pairs before it were turned away too (then the model, not the work, is wrong: a gate
+that could refuse forever would keep a confidently wrong model wrong); the power shape's
+innovation is clipped at the same bound."""
+FORM_SLOPE = 0.5
+"""Standard deviation of log time added per unit of log clock a prediction reaches below the
+lowest clock the work has run at: the form (quadratic in log f) may miss a knee there, as
+memory-bound V100 kernels show between 945 and 802 MHz."""
 MAX_SLOPE = 2.0
 """Largest log-slope of time against log clock any work may show (t ∝ f^-2)."""
 BUSY_MIN = 0.05
 """Below this utilisation a tick says too little about busy power to learn its shape from."""
 
 
-def layout(m: int, nb: int, nx: int, n_levels: int) -> IntArray:
-    """Offsets of every section for ``m`` = nb·(1 + nx) coefficients over ``n_levels`` levels,
-    then the header (m, nb, nx, L)."""
+def layout(m: int, nb: int, nx: int, n_levels: int, slots: int = 0) -> IntArray:
+    """Offsets of every section for ``m`` = nb·(1 + nx) coefficients over ``n_levels`` levels
+    with ``slots`` remembered pieces of work, then the header (m, nb, nx, L)."""
     sizes = [m, m, m * m, m, m, 1 + nx, nx, nx, nb, nb, 4 * n_levels, nb * n_levels, n_levels,
-             n_levels, n_levels, n_levels, 2, 2, 4, 2, 2, N_OUT * n_levels, N_SC, N_CF, m,
-             m * m, m * nb, nb * nb]
+             n_levels, n_levels * n_levels, n_levels, 2, 2, 4, 2, 2, N_OUT * n_levels, N_SC, N_CF, m,
+             m * m, m * nb, nb * nb, slots * (1 + nx), slots * nb, slots * nb * nb,
+             slots * N_META, nb, n_levels]
     off = np.zeros(N_SECTIONS + 5, dtype=np.int64)
     off[1:N_SECTIONS + 1] = np.cumsum(sizes)
     off[HDR_M], off[HDR_NB], off[HDR_NX], off[HDR_L] = m, nb, nx, n_levels
@@ -171,6 +189,13 @@ def coefficients_now(beta: FloatArray, z: FloatArray, nb: int, u_max: float,
         for j in range(nz):
             s += beta[b * nz + j] * z[j]
         out[b] = s
+    clamp_coefficients(out, nb, u_max)
+
+
+@njit(cache=True)
+def clamp_coefficients(out: FloatArray, nb: int, u_max: float) -> None:
+    """Clamp [c0, c1(, cm)] in place: the log-slope c0 + 2·c1·u in [0, MAX_SLOPE] over the
+    table, cm in [0, 1.5]."""
     c0 = min(max(out[0], 0.0), MAX_SLOPE)
     # slope c0 + 2·c1·u must stay in [0, MAX_SLOPE] for u in [0, u_max]
     out[1] = min(max(out[1], -c0 / (2.0 * u_max)), (MAX_SLOPE - c0) / (2.0 * u_max))
@@ -231,6 +256,45 @@ def fold_information(R: FloatArray, z: FloatArray, nb: int, chol: FloatArray, ys
 
 
 @njit(cache=True)
+def find_slot(sig: FloatArray, meta: FloatArray, s0: float, z: FloatArray, tol_t: float,
+              tol_x: float) -> int:
+    """The remembered piece of work whose signature (log time at the top level, counters)
+    matches (``s0``, ``z[1:]``) most closely within the tolerances, -1 when none does."""
+    best = -1
+    best_d = math.inf
+    nx = z.shape[0] - 1
+    for j in range(sig.shape[0]):
+        if meta[j, AGE] <= 0.0:
+            continue
+        dt = (s0 - sig[j, 0]) / tol_t
+        d = dt * dt
+        if d > 1.0:
+            continue
+        ok = True
+        for i in range(nx):
+            ref = max(abs(z[1 + i]), abs(sig[j, 1 + i]), 1e-3)
+            dx = (z[1 + i] - sig[j, 1 + i]) / (tol_x * ref)
+            if dx * dx > 1.0:
+                ok = False
+                break
+            d += dx * dx
+        if ok and d < best_d:
+            best_d = d
+            best = j
+    return best
+
+
+@njit(cache=True)
+def oldest_slot(meta: FloatArray) -> int:
+    """The slot to reuse: an empty one, else the one unused the longest."""
+    best = 0
+    for j in range(meta.shape[0]):
+        if meta[j, AGE] < meta[best, AGE]:
+            best = j
+    return best
+
+
+@njit(cache=True)
 def _same_work(x: FloatArray, xprev: FloatArray, tol: float) -> bool:
     for i in range(x.shape[0]):
         a = abs(x[i])
@@ -239,6 +303,44 @@ def _same_work(x: FloatArray, xprev: FloatArray, tol: float) -> bool:
         if abs(x[i] - xprev[i]) > tol * ref:
             return False
     return True
+
+
+@njit(cache=True)
+def _same_power(power_w: float, busy: float, pb_prev: float, idle_fit: float, idle_w: float,
+                bprev: FloatArray, bnow: FloatArray, nb: int) -> bool:
+    """Whether the busy power of this tick and the last one could be the same work's at their
+    clocks (true where either is unknown): a free signature of the work when there are no
+    counters, since a kernel switch moves power far more than a clock step can."""
+    if not (pb_prev > 0.0 and np.isfinite(power_w) and np.isfinite(busy)
+            and BUSY_MIN <= busy <= 1.0):
+        return True
+    idle = idle_w if np.isfinite(idle_w) else max(idle_fit, 0.0)
+    pb = (power_w - idle * (1.0 - busy)) / busy
+    if not pb > 0.0:
+        return True
+    rise = bprev[0] - bnow[0]  # Δ log f (u = log(f_top / f))
+    if nb > 2:
+        rise += bprev[2] - bnow[2]
+    yp = math.log(pb / pb_prev)
+    return min(0.0, 3.0 * rise) - POWER_SLACK <= yp <= max(0.0, 3.0 * rise) + POWER_SLACK
+
+
+@njit(cache=True)
+def _expected(e: float, P: FloatArray, h: FloatArray, sc: FloatArray, cf: FloatArray) -> bool:
+    """Whether the a-priori error ``e`` of a pair is within INNOVATION_Z predictive standard
+    deviations, σ·sqrt(1 + hᵀPh) (RLS; DCD-RLS keeps no covariance: always true)."""
+    if cf[ALGO] != ALGO_RLS:
+        return True
+    m = h.shape[0]
+    hph = 0.0
+    for i in range(m):
+        acc = 0.0
+        for j in range(m):
+            acc += P[i, j] * h[j]
+        hph += h[i] * acc
+    n_err = min(sc[N_ERR], 1.0 / ERR_WEIGHT)
+    var = (n_err * sc[ERR2] + ERR_PRIOR_PAIRS * cf[SIGMA0] ** 2) / (n_err + ERR_PRIOR_PAIRS)
+    return e * e <= INNOVATION_Z * INNOVATION_Z * var * (1.0 + max(hph, 0.0))
 
 
 @njit(cache=True)
@@ -254,34 +356,127 @@ def _plausible(y: float, db: FloatArray, gate: float, nb: int) -> bool:
 
 
 @njit(cache=True)
-def refresh_shape(lv: FloatArray, lrho0: FloatArray, delta: FloatArray, var: FloatArray,
-                  var0: float, two: bool, lreff: FloatArray) -> None:
-    """The power shape in force: each level's learned offset from the prior where confident,
-    the confident levels' offsets by inverse-distance weighting elsewhere, then made
-    non-decreasing in each clock."""
+def refresh_shape(lv: FloatArray, lrho0: FloatArray, delta: FloatArray, lreff: FloatArray
+                  ) -> None:
+    """The power shape in force: the prior plus the learned offsets, made non-decreasing in
+    each clock (the offsets of levels never visited were learned through their correlation
+    with visited ones)."""
     n = lv.shape[1]
     for k in range(n):
-        conf = 1.0 - var[k] / var0
-        num = 0.0
-        den = 0.0
-        for j in range(n):
-            cj = 1.0 - var[j] / var0
-            if cj <= 0.05 or j == k:
-                continue
-            d = math.log(lv[CORE, k] / lv[CORE, j]) ** 2
-            if two:
-                d += math.log(lv[MEM, k] / lv[MEM, j]) ** 2
-            w = cj / (d + 1e-6)
-            num += w * delta[j]
-            den += w
-        fill = num / den if den > 0.0 else 0.0
-        conf = min(max(conf, 0.0), 1.0)
-        lreff[k] = lrho0[k] + conf * delta[k] + (1.0 - conf) * fill
-    # non-decreasing in each clock: levels are sorted by core then memory clock
+        lreff[k] = lrho0[k] + delta[k]
+    # levels are sorted by core then memory clock
     for k in range(n):
         for j in range(k):
             if lv[CORE, j] <= lv[CORE, k] and lv[MEM, j] <= lv[MEM, k] and lreff[j] > lreff[k]:
                 lreff[k] = lreff[j]
+
+
+@njit(cache=True)
+def learn_shape(delta: FloatArray, cov: FloatArray, a: int, b: int, y: float, noise: float,
+                drift: float, work: FloatArray) -> None:
+    """Kalman update of the per-level log power offsets from one measured log ratio ``y`` of
+    busy power at level ``b`` over level ``a`` (observation δ_b − δ_a plus the prior's
+    difference, already taken out of ``y``), with full covariance ``cov``; ``drift`` is added
+    to every variance afterwards (the shape may drift with temperature)."""
+    n = delta.shape[0]
+    for k in range(n):
+        work[k] = cov[k, b] - cov[k, a]
+    s = work[b] - work[a] + noise
+    if not s > 0.0:
+        return
+    bound = INNOVATION_Z * math.sqrt(s)
+    e = min(max(y - (delta[b] - delta[a]), -bound), bound)
+    for k in range(n):
+        delta[k] += work[k] / s * e
+    for k in range(n):
+        gk = work[k] / s
+        for j in range(n):
+            cov[k, j] -= gk * work[j]
+        cov[k, k] += drift
+
+
+@njit(cache=True)
+def _fold(state: FloatArray, off: IntArray, q: FloatArray) -> None:
+    """Q[b, b'] = z_bᵀ P_bb' z: the covariance of the global coefficients in force."""
+    m = off[HDR_M]
+    nb = off[HDR_NB]
+    P = _mat(state, off, PCOV, m)
+    z = _sec(state, off, Z)
+    if _sec(state, off, CF)[ALGO] == ALGO_RLS:
+        fold_covariance(P, z, nb, q)
+    else:
+        fold_information(P, z, nb, _mat(state, off, CHOL, m), _mat(state, off, YS, nb), q)
+
+
+@njit(cache=True)
+def _remember(state: FloatArray, off: IntArray, t_ms: float, learned: bool, y: float
+              ) -> float:
+    """Find (or make) the slot of the work this tick ran, and teach it the pair just learned
+    from. A new slot starts from the global model's curve for these counters and its
+    covariance, widened by ``SLOT_P0``: how far one piece of work may stray from what its
+    counters suggest. Its signature follows the work slowly (the global model it is measured
+    with keeps learning). Returns the slot's a-priori error on the pair, NaN when none was
+    learned or the slot had learned fewer than two pairs: `ratio_error` is the noise of an
+    informed prediction (a new slot's uncertainty is in its covariance, not in the noise)."""
+    nb = off[HDR_NB]
+    cf = _sec(state, off, CF)
+    sc = _sec(state, off, SC)
+    z = _sec(state, off, Z)
+    bnow = _sec(state, off, BNOW)
+    cg = _sec(state, off, CG)
+    q = _sec(state, off, QS)
+    sig = _mat(state, off, SLOT_SIG, z.shape[0])
+    sl_c = _mat(state, off, SLOT_C, nb)
+    sl_p = _mat(state, off, SLOT_P, nb * nb)
+    meta = _mat(state, off, SLOT_META, N_META)
+    coefficients_now(_sec(state, off, BETA), z, nb, cf[U_MAX], cg)
+    s0 = math.log(t_ms)
+    for b in range(nb):
+        s0 -= cg[b] * bnow[b]
+    j = find_slot(sig, meta, s0, z, cf[SLOT_TOL], cf[SAME_WORK])
+    if j < 0:
+        j = oldest_slot(meta)
+        _fold(state, off, q)
+        for b in range(nb):
+            sl_c[j, b] = cg[b]
+            for b2 in range(nb):
+                sl_p[j, b * nb + b2] = q[b * nb + b2] + (cf[SLOT_P0] if b == b2 else 0.0)
+        sig[j, 0] = s0
+        for i in range(1, z.shape[0]):
+            sig[j, i] = z[i]
+        meta[j, PAIRS] = 0.0
+        meta[j, U_SEEN] = bnow[0]
+        sc[SLOTS_MADE] += 1
+    else:
+        for i in range(z.shape[0]):
+            sig[j, i] += 0.1 * ((s0 if i == 0 else z[i]) - sig[j, i])
+    meta[j, AGE] = sc[TICKS]
+    meta[j, U_SEEN] = max(meta[j, U_SEEN], bnow[0])
+    sc[CUR_SLOT] = j
+    e = math.nan
+    if learned:
+        db = _sec(state, off, BPREV)  # holds Δβ of the pair just learned
+        if meta[j, PAIRS] >= 2.0:
+            e = y
+            for b in range(nb):
+                e -= db[b] * sl_c[j, b]
+        p_slot = _mat(state, off, SLOT_P, nb)[j * nb:(j + 1) * nb]
+        rc = rls_update(sl_c[j], p_slot, db, y, 1.0, 1e12, cg, cf[SLOT_P0],
+                        _sec(state, off, YS)[:nb])
+        if rc == 0:
+            meta[j, PAIRS] += 1.0
+    return e
+
+
+@njit(cache=True)
+def note_error(sc: FloatArray, e: float) -> None:
+    """Fold one a-priori error of a learned pair into the RMS behind `ratio_error`."""
+    e2 = min(e * e, 1.0)
+    if sc[N_ERR] == 0.0:
+        sc[ERR2] = e2
+    else:
+        sc[ERR2] += ERR_WEIGHT * (e2 - sc[ERR2])
+    sc[N_ERR] += 1.0
 
 
 @njit(cache=True)
@@ -307,7 +502,7 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
     basis = _mat(state, off, BASIS, nb)
     lrho0 = _sec(state, off, LRHO0)
     delta = _sec(state, off, DELTA)
-    var = _sec(state, off, VAR)
+    scov = _mat(state, off, SCOV, n)
     lreff = _sec(state, off, LREFF)
     pc = _sec(state, off, PC)
     pP = _mat(state, off, PP, 2)
@@ -334,6 +529,8 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
             z[1 + i] = x[i] / xscale[i]
     level = -1
     same = False
+    learned = False
+    y = 0.0
     if valid:
         level = nearest_level(fc, fm, lv, two)
         basis_at(fc, fm, lv, cf[U_MAX], nb, bnow)
@@ -342,7 +539,8 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
             if abs(bnow[b] - bprev[b]) > 1e-12:
                 moved = True
         if sc[HAS_PREV] == 1.0:
-            same = _same_work(z[1:], xprev, cf[SAME_WORK])
+            same = _same_work(z[1:], xprev, cf[SAME_WORK]) and _same_power(
+                power_w, busy, sc[PB_PREV], pc[0], cf[IDLE_W], bprev, bnow, nb)
             y = math.log(t_ms / sc[T_PREV])
             fit = 0.0
             if moved:
@@ -356,7 +554,12 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
                         h[b * nz + j] = db[b] * zj
                 for i in range(m):
                     fit += h[i] * beta[i]
-                if same and _plausible(y, db, cf[GATE], nb):
+                expected = _expected(y - fit, P, h, sc, cf) or sc[REJECTS] >= 2.0
+                if same and _plausible(y, db, cf[GATE], nb) and not expected:
+                    sc[REJECTS] += 1.0
+                else:
+                    sc[REJECTS] = 0.0
+                if same and _plausible(y, db, cf[GATE], nb) and expected:
                     e = y - fit
                     if cf[ALGO] == ALGO_RLS:
                         rc = rls_update(beta, P, h, y, cf[LAM], cf[MAX_TRACE],
@@ -367,19 +570,20 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
                                         int(cf[DCD_NU]), _sec(state, off, BETA0))
                     sc[UPDATES] += 1
                     flags |= UPDATED
+                    learned = True
                     if rc != 0:
                         sc[RESETS] += 1
                         flags |= WAS_RESET
-                    e2 = min(e * e, 1.0)
-                    if sc[N_ERR] == 0.0:
-                        sc[ERR2] = e2
-                    else:
-                        sc[ERR2] += ERR_WEIGHT * (e2 - sc[ERR2])
-                    sc[N_ERR] += 1.0
+                    if cf[N_SLOTS] == 0:
+                        note_error(sc, e)
                 else:
                     sc[GATED_N] += 1
                     flags |= GATED
             sc[T_FIT] = sc[T_PREV] * math.exp(fit)
+        if cf[N_SLOTS] > 0:
+            e_slot = _remember(state, off, t_ms, learned, y if learned else 0.0)
+            if np.isfinite(e_slot):
+                note_error(sc, e_slot)
         for b in range(nb):
             bprev[b] = bnow[b]
         for i in range(nx):
@@ -394,7 +598,7 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
 
     # --- power: idle and top busy power by RLS, the per-level shape by a Kalman filter ---
     if sc[SHAPE_DIRTY] != 0.0:
-        refresh_shape(lv, lrho0, delta, var, cf[SHAPE_VAR0], two, lreff)
+        refresh_shape(lv, lrho0, delta, lreff)
         sc[SHAPE_DIRTY] = 0.0
     top_rho = lreff[n - 1]
     for k in range(n):
@@ -418,20 +622,12 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
             pb_now = (power_w - idle * (1.0 - busy)) / busy
             if not pb_now > 0.0:
                 pb_now = math.nan
-        if (np.isfinite(pb_now) and sc[PB_PREV] > 0.0 and same and level >= 0
+        if (np.isfinite(pb_now) and sc[PB_PREV] > 0.0 and learned and level >= 0
                 and level != int(sc[LVL_PREV]) and sc[LVL_PREV] >= 0.0):
             a = int(sc[LVL_PREV])
-            e = math.log(pb_now / sc[PB_PREV]) - ((lrho0[level] + delta[level])
-                                                  - (lrho0[a] + delta[a]))
-            s = var[a] + var[level] + cf[SHAPE_NOISE]
-            ga = var[a] / s
-            gb = var[level] / s
-            delta[level] += gb * e
-            delta[a] -= ga * e
-            var[level] -= var[level] * gb
-            var[a] -= var[a] * ga
-            for k in range(n):
-                var[k] = min(var[k] + cf[SHAPE_Q], cf[SHAPE_VAR0])
+            y = math.log(pb_now / sc[PB_PREV]) - (lrho0[level] - lrho0[a])
+            learn_shape(delta, scov, a, level, y, cf[SHAPE_NOISE], cf[SHAPE_Q],
+                        _sec(state, off, SWORK))
             sc[SHAPE_DIRTY] = 1.0
             sc[SHAPE_UPDATES] += 1
         sc[PB_PREV] = pb_now if np.isfinite(pb_now) else -1.0
@@ -449,17 +645,25 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
         sc[SENS] = math.nan
         sc[READY] = 0.0
         return flags
-    coef = _sec(state, off, WORK)  # scratch: coefficients in force, then Q
-    coefficients_now(beta, z, nb, cf[U_MAX], coef)
+    coef = _sec(state, off, WORK)  # scratch: coefficients in force
+    q = _sec(state, off, QS)
+    slot = int(sc[CUR_SLOT])
+    u_seen = math.inf  # without slots, no extrapolation is counted
+    if slot >= 0:  # this work's own curve, remembered
+        u_seen = _mat(state, off, SLOT_META, N_META)[slot, U_SEEN]
+        sl_c = _mat(state, off, SLOT_C, nb)
+        sl_p = _mat(state, off, SLOT_P, nb * nb)
+        for b in range(nb):
+            coef[b] = sl_c[slot, b]
+        for i in range(nb * nb):
+            q[i] = sl_p[slot, i]
+        clamp_coefficients(coef, nb, cf[U_MAX])
+    else:
+        coefficients_now(beta, z, nb, cf[U_MAX], coef)
+        _fold(state, off, q)
     c0 = coef[0]
     c1 = coef[1]
     cm = coef[2] if two else 0.0
-    # Q[b, b'] = z_bᵀ P_bb' z  (the covariance of c folded with the counters)
-    q = _sec(state, off, QS)
-    if cf[ALGO] == ALGO_RLS:
-        fold_covariance(P, z, nb, q)
-    else:
-        fold_information(P, z, nb, _mat(state, off, CHOL, m), _mat(state, off, YS, nb), q)
     n_err = min(sc[N_ERR], 1.0 / ERR_WEIGHT)
     sigma2 = (n_err * sc[ERR2] + ERR_PRIOR_PAIRS * cf[SIGMA0] ** 2) / (n_err + ERR_PRIOR_PAIRS)
     sigma = math.sqrt(sigma2)
@@ -486,8 +690,9 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
                 qq = q[b * nb + b2]
                 vn += (basis[k, b] - bnow[b]) * qq * (basis[k, b2] - bnow[b2])
                 vt += basis[k, b] * qq * basis[k, b2]
-        out[OUT_SD_NOW, k] = sigma * math.sqrt(1.0 + max(vn, 0.0))
-        out[OUT_SD_TOP, k] = sigma * math.sqrt(1.0 + max(vt, 0.0))
+        ext = FORM_SLOPE * max(basis[k, 0] - u_seen, 0.0)
+        out[OUT_SD_NOW, k] = math.sqrt(sigma2 * (1.0 + max(vn, 0.0)) + ext * ext)
+        out[OUT_SD_TOP, k] = math.sqrt(sigma2 * (1.0 + max(vt, 0.0)) + ext * ext)
         p = min(max(p_ref * math.exp(lreff[k]), idle), MAX_POWER_W)
         out[OUT_P, k] = p
         e = p * t
@@ -507,10 +712,13 @@ def _views_ref(state: FloatArray, off: IntArray) -> dict[str, FloatArray]:
     """NumPy views of every section (for the reference)."""
     m, nb, n = int(off[HDR_M]), int(off[HDR_NB]), int(off[HDR_L])
     names = ("beta", "beta0", "P", "work", "h", "z", "xscale", "xprev", "bprev", "bnow", "lv",
-             "basis", "lrho0", "delta", "var", "lreff", "pc", "pc0", "pP", "pphi", "pwork",
-             "out", "sc", "cf", "res", "chol", "ys", "qs")
+             "basis", "lrho0", "delta", "scov", "lreff", "pc", "pc0", "pP", "pphi", "pwork",
+             "out", "sc", "cf", "res", "chol", "ys", "qs", "slot_sig", "slot_c", "slot_p",
+             "slot_meta", "cg", "swork")
+    nz, slots = int(off[HDR_NX]) + 1, (int(off[SLOT_META + 1]) - int(off[SLOT_META])) // N_META
     shapes = {"P": (m, m), "lv": (4, n), "basis": (n, nb), "pP": (2, 2), "out": (N_OUT, n),
-              "chol": (m, m), "ys": (m, nb)}
+              "chol": (m, m), "ys": (m, nb), "scov": (n, n), "slot_sig": (slots, nz),
+              "slot_c": (slots, nb), "slot_p": (slots, nb * nb), "slot_meta": (slots, N_META)}
     return {name: state[off[i]:off[i + 1]].reshape(shapes.get(name, (-1,)))
             for i, name in enumerate(names)}
 
@@ -521,6 +729,52 @@ def _basis_ref(fc: float, fm: float, lv: FloatArray, u_max: float, nb: int) -> F
     if nb > 2:
         b.append(max(math.log(lv[MEM].max() / fm), 0.0))
     return np.array(b)
+
+
+def _remember_ref(v: dict[str, FloatArray], t_ms: float, learned: bool, y: float) -> float:
+    """NumPy reference of `_remember`."""
+    sc, cf, z, bnow = v["sc"], v["cf"], v["z"], v["bnow"]
+    nb = bnow.size
+    sig, sl_c, sl_p, meta = v["slot_sig"], v["slot_c"], v["slot_p"], v["slot_meta"]
+    nz = z.size
+    w = v["beta"].reshape(nb, nz) @ z
+    cg = np.array(w)
+    clamp_coefficients.py_func(cg, nb, cf[U_MAX])
+    v["cg"][:] = cg
+    s0 = math.log(t_ms) - float(cg @ bnow)
+    used = meta[:, AGE] > 0.0
+    dt2 = ((s0 - sig[:, 0]) / cf[SLOT_TOL]) ** 2
+    ref = np.maximum(np.maximum(np.abs(z[1:]), np.abs(sig[:, 1:])), 1e-3)
+    dx2 = ((z[1:] - sig[:, 1:]) / (cf[SAME_WORK] * ref)) ** 2
+    fits = used & (dt2 <= 1.0) & np.all(dx2 <= 1.0, axis=1)
+    if fits.any():
+        d = np.where(fits, dt2 + dx2.sum(axis=1), np.inf)
+        j = int(np.argmin(d))
+        sig[j] += 0.1 * (np.concatenate(([s0], z[1:])) - sig[j])
+    else:
+        j = int(np.argmin(meta[:, AGE]))
+        zb = np.kron(np.eye(nb), z.reshape(-1, 1))
+        q = zb.T @ v["P"] @ zb
+        sl_c[j] = cg
+        sl_p[j] = (q + np.eye(nb) * cf[SLOT_P0]).ravel()
+        sig[j] = np.concatenate(([s0], z[1:]))
+        meta[j, PAIRS] = 0.0
+        meta[j, U_SEEN] = bnow[0]
+        sc[SLOTS_MADE] += 1
+    meta[j, AGE] = sc[TICKS]
+    meta[j, U_SEEN] = max(meta[j, U_SEEN], bnow[0])
+    sc[CUR_SLOT] = j
+    e = math.nan
+    if learned:
+        db = v["bprev"]
+        if meta[j, PAIRS] >= 2.0:
+            e = y - float(db @ sl_c[j])
+        p_slot = sl_p[j].reshape(nb, nb)
+        rc = rls_update_ref(sl_c[j], p_slot, db, y, 1.0, 1e12, cg, cf[SLOT_P0])
+        sl_p[j] = p_slot.ravel()
+        if rc == 0:
+            meta[j, PAIRS] += 1.0
+    return e
 
 
 def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, fc: float,
@@ -545,7 +799,7 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
     else:
         v["z"][0] = 1.0
     z = v["z"]
-    level, same = -1, False
+    level, same, learned = -1, False, False
     distance = np.log(fc / lv[CORE]) ** 2 + (np.log(fm / lv[MEM]) ** 2 if two else 0.0)
     if valid:
         level = int(np.argmin(distance))
@@ -555,6 +809,8 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
         if sc[HAS_PREV] == 1.0:
             ref = np.maximum(np.maximum(np.abs(z[1:]), np.abs(v["xprev"])), 1e-3)
             same = bool(np.all(np.abs(z[1:] - v["xprev"]) <= cf[SAME_WORK] * ref))
+            same = same and _same_power.py_func(power_w, busy, sc[PB_PREV], v["pc"][0],
+                                                cf[IDLE_W], v["bprev"], bnow, nb)
             y = math.log(t_ms / sc[T_PREV])
             fit = 0.0
             if np.any(np.abs(db) > 1e-12):
@@ -565,22 +821,35 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
                 du = db[0] + (db[2] if two else 0.0)
                 lo = min(0.0, MAX_SLOPE * du) - cf[GATE]
                 hi = max(0.0, MAX_SLOPE * du) + cf[GATE]
-                if same and lo <= y <= hi:
+                n_e = min(sc[N_ERR], 1.0 / ERR_WEIGHT)
+                var = ((n_e * sc[ERR2] + ERR_PRIOR_PAIRS * cf[SIGMA0] ** 2)
+                       / (n_e + ERR_PRIOR_PAIRS))
+                hph = float(h @ (v["P"] @ h))
+                expected = ((y - fit) ** 2 <= INNOVATION_Z**2 * var * (1.0 + max(hph, 0.0))
+                            or sc[REJECTS] >= 2.0)
+                sc[REJECTS] = sc[REJECTS] + 1.0 if (same and lo <= y <= hi and not expected) \
+                    else 0.0
+                if same and lo <= y <= hi and expected:
                     e = y - fit
                     rc = rls_update_ref(v["beta"], v["P"], h, y, cf[LAM], cf[MAX_TRACE],
                                         v["beta0"], cf[P0])
                     sc[UPDATES] += 1
                     flags |= UPDATED
+                    learned = True
                     if rc:
                         sc[RESETS] += 1
                         flags |= WAS_RESET
-                    e2 = min(e * e, 1.0)
-                    sc[ERR2] = e2 if sc[N_ERR] == 0.0 else sc[ERR2] + ERR_WEIGHT * (e2 - sc[ERR2])
-                    sc[N_ERR] += 1.0
+                    if cf[N_SLOTS] == 0:
+                        note_error.py_func(sc, e)
                 else:
                     sc[GATED_N] += 1
                     flags |= GATED
             sc[T_FIT] = sc[T_PREV] * math.exp(fit)
+        if cf[N_SLOTS] > 0:
+            v["bprev"][:] = db
+            e_slot = _remember_ref(v, t_ms, learned, y if learned else 0.0)
+            if np.isfinite(e_slot):
+                note_error.py_func(sc, e_slot)
         v["bprev"][:] = bnow
         v["xprev"][:] = z[1:]
         sc[T_PREV], sc[HAS_PREV], sc[FC_NOW], sc[FM_NOW] = t_ms, 1.0, fc, fm
@@ -588,9 +857,13 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
         sc[SKIPPED] += 1
         flags |= SKIPPED_SAMPLE
 
-    lreff, delta, var = v["lreff"], v["delta"], v["var"]
+    lreff, delta, scov = v["lreff"], v["delta"], v["scov"]
     if sc[SHAPE_DIRTY] != 0.0:
-        refresh_shape.py_func(lv, v["lrho0"], delta, var, cf[SHAPE_VAR0], two, lreff)
+        lreff[:] = v["lrho0"] + delta
+        for k in range(lreff.size):  # non-decreasing in each clock
+            below = (lv[CORE, :k] <= lv[CORE, k]) & (lv[MEM, :k] <= lv[MEM, k])
+            if below.any():
+                lreff[k] = max(lreff[k], float(lreff[:k][below].max()))
         sc[SHAPE_DIRTY] = 0.0
     top_rho = float(lreff.max())
     pb_now = math.nan
@@ -610,17 +883,19 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
             pb_now = (power_w - idle * (1.0 - busy)) / busy
             pb_now = pb_now if pb_now > 0.0 else math.nan
         a = int(sc[LVL_PREV])
-        if np.isfinite(pb_now) and sc[PB_PREV] > 0.0 and same and level >= 0 and a >= 0 \
+        if np.isfinite(pb_now) and sc[PB_PREV] > 0.0 and learned and level >= 0 and a >= 0 \
                 and level != a:
-            lr = v["lrho0"] + delta
-            e = math.log(pb_now / sc[PB_PREV]) - (lr[level] - lr[a])
-            s = var[a] + var[level] + cf[SHAPE_NOISE]
-            ga, gb = var[a] / s, var[level] / s
-            delta[level] += gb * e
-            delta[a] -= ga * e
-            var[level] -= var[level] * gb
-            var[a] -= var[a] * ga
-            var[:] = np.minimum(var + cf[SHAPE_Q], cf[SHAPE_VAR0])
+            y = math.log(pb_now / sc[PB_PREV]) - (v["lrho0"][level] - v["lrho0"][a])
+            hvec = np.zeros(delta.size)
+            hvec[level], hvec[a] = 1.0, -1.0
+            ch = scov @ hvec
+            s = float(hvec @ ch) + cf[SHAPE_NOISE]
+            if s > 0.0:
+                gain = ch / s
+                bound = INNOVATION_Z * math.sqrt(s)
+                delta += gain * float(np.clip(y - float(hvec @ delta), -bound, bound))
+                scov -= np.outer(gain, ch)
+                scov += np.eye(delta.size) * cf[SHAPE_Q]
             sc[SHAPE_DIRTY] = 1.0
             sc[SHAPE_UPDATES] += 1
         sc[PB_PREV] = pb_now if np.isfinite(pb_now) else -1.0
@@ -637,13 +912,17 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
         sc[READY] = 0.0
         return flags
     nz = nx + 1
-    w = v["beta"].reshape(nb, nz)
-    c = w @ z
+    slot = int(sc[CUR_SLOT])
+    if slot >= 0:
+        c = np.array(v["slot_c"][slot])
+        q = v["slot_p"][slot].reshape(nb, nb)
+    else:
+        c = v["beta"].reshape(nb, nz) @ z
+        zb = np.kron(np.eye(nb), z.reshape(-1, 1))  # [m, nb]: column b holds z in block b
+        q = zb.T @ v["P"] @ zb
     c0 = min(max(c[0], 0.0), MAX_SLOPE)
     c1 = min(max(c[1], -c0 / (2.0 * cf[U_MAX])), (MAX_SLOPE - c0) / (2.0 * cf[U_MAX]))
     coef = np.array([c0, c1] + ([min(max(c[2], 0.0), 1.5)] if two else []))
-    zb = np.kron(np.eye(nb), z.reshape(-1, 1))  # [m, nb]: column b holds z in block b
-    q = zb.T @ v["P"] @ zb
     n_err = min(sc[N_ERR], 1.0 / ERR_WEIGHT)
     sigma = math.sqrt((n_err * sc[ERR2] + ERR_PRIOR_PAIRS * cf[SIGMA0] ** 2)
                       / (n_err + ERR_PRIOR_PAIRS))
@@ -652,9 +931,12 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
     t = t_now * np.exp(basis @ coef - float(bnow @ coef))
     dn = basis - bnow
     out[OUT_T] = t
-    out[OUT_SD_NOW] = sigma * np.sqrt(1.0 + np.maximum(np.einsum("kb,bc,kc->k", dn, q, dn), 0.0))
-    out[OUT_SD_TOP] = sigma * np.sqrt(1.0 + np.maximum(
-        np.einsum("kb,bc,kc->k", basis, q, basis), 0.0))
+    u_seen = v["slot_meta"][slot, U_SEEN] if slot >= 0 else math.inf
+    ext = FORM_SLOPE * np.maximum(basis[:, 0] - u_seen, 0.0)
+    out[OUT_SD_NOW] = np.sqrt(sigma**2 * (1.0 + np.maximum(
+        np.einsum("kb,bc,kc->k", dn, q, dn), 0.0)) + ext**2)
+    out[OUT_SD_TOP] = np.sqrt(sigma**2 * (1.0 + np.maximum(
+        np.einsum("kb,bc,kc->k", basis, q, basis), 0.0)) + ext**2)
     idle = cf[IDLE_W] if np.isfinite(cf[IDLE_W]) else v["pc"][0]
     idle = min(max(idle, 0.0), MAX_POWER_W)
     lvl = level if level >= 0 else int(sc[LVL_NOW])

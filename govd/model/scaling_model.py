@@ -58,7 +58,7 @@ class ScalingModel:
         self.nx = len(settings.counters)
         self.m = self.nb * (1 + self.nx)
         n = cores.size
-        self.off = s.layout(self.m, self.nb, self.nx, n)
+        self.off = s.layout(self.m, self.nb, self.nx, n, settings.work_slots)
         self.state = np.zeros(int(self.off[s.N_SECTIONS]))
         self._views()
         self.lv[s.CORE] = cores
@@ -73,6 +73,7 @@ class ScalingModel:
         share_m = MEMORY_SHARE if two else 0.0
         self.lrho0[:] = np.log(STATIC_SHARE + (1.0 - STATIC_SHARE - share_m) * self.lv[s.G]
                                + share_m * self.lv[s.GM])
+        self._shape_prior = _smooth_prior(self.lv, two, SHAPE_VAR0)
         self._configure(idle_power_w, u_max)
         self.reset()
         self.time_ms: FloatArray = self.out[s.OUT_T]
@@ -102,7 +103,7 @@ class ScalingModel:
         self.beta, self.beta0 = sec(s.BETA), sec(s.BETA0)
         self.P = mat(s.PCOV, self.m)
         self.xscale, self.lv, self.basis = sec(s.XSCALE), mat(s.LV, n), mat(s.BASIS, self.nb)
-        self.lrho0, self.delta, self.var = sec(s.LRHO0), sec(s.DELTA), sec(s.VAR)
+        self.lrho0, self.delta, self.shape_cov = sec(s.LRHO0), sec(s.DELTA), mat(s.SCOV, n)
         self.lreff = sec(s.LREFF)
         self.pc, self.pc0, self.pP = sec(s.PC), sec(s.PC0), mat(s.PP, 2)
         self.out, self.sc, self.cf = mat(s.OUT, n), sec(s.SC), sec(s.CF)
@@ -125,6 +126,9 @@ class ScalingModel:
         cf[s.IDLE_W] = idle_power_w
         cf[s.WARMUP] = max(st.warmup, 0)
         cf[s.U_MAX] = u_max
+        cf[s.N_SLOTS] = st.work_slots
+        cf[s.SLOT_P0] = (st.work_sd / st.noise_prior) ** 2
+        cf[s.SLOT_TOL] = st.gate
         cf[s.ALGO] = s.ALGO_RLS if st.algorithm == "rls" else s.ALGO_DCD
         cf[s.DCD_H], cf[s.DCD_MB], cf[s.DCD_NU] = st.dcd_h, st.dcd_mb, st.dcd_nu
         nz = 1 + self.nx
@@ -143,7 +147,7 @@ class ScalingModel:
         self.P[:] = np.eye(self.m) * (self.cf[s.P0] if rls else 1.0 / self.cf[s.P0])
         self.state[self.off[s.RES]:self.off[s.RES + 1]] = 0.0
         self.delta[:] = 0.0
-        self.var[:] = SHAPE_VAR0
+        self.shape_cov[:] = self._shape_prior
         self.lreff[:] = self.lrho0
         self.pc[:] = self.pc0
         self.pP[:] = np.eye(2) * self.settings.power_p0
@@ -152,6 +156,8 @@ class ScalingModel:
         self.sc[s.LVL_NOW] = -1.0
         self.sc[s.PB_PREV] = -1.0
         self.sc[s.SHAPE_DIRTY] = 1.0
+        self.sc[s.CUR_SLOT] = -1.0
+        self.state[self.off[s.SLOT_SIG]:self.off[s.SLOT_META + 1]] = 0.0
         self.out[:] = math.nan
         self._scaled = bool(self.settings.counter_scales) or self.nx == 0
 
@@ -250,7 +256,7 @@ class ScalingModel:
                 "skipped": int(sc[s.SKIPPED]), "resets": int(sc[s.RESETS]),
                 "gated": int(sc[s.GATED_N]), "power_updates": int(sc[s.P_UPDATES]),
                 "power_skipped": int(sc[s.P_SKIPPED]),
-                "shape_updates": int(sc[s.SHAPE_UPDATES])}
+                "shape_updates": int(sc[s.SHAPE_UPDATES]), "work_slots_made": int(sc[s.SLOTS_MADE])}
 
 
 def _check_levels(cores: FloatArray, mems: FloatArray, two: bool) -> None:
@@ -282,3 +288,17 @@ def _g(cores: FloatArray, settings: ModelSettings) -> FloatArray:
     g = (distinct / distinct[-1]) * (volts / volts.max()) ** 2
     out: FloatArray = g[np.searchsorted(distinct, cores)]
     return out
+
+
+def _smooth_prior(lv: FloatArray, two: bool, var0: float) -> FloatArray:
+    """Prior covariance of the per-level log power offsets: variance ``var0``, correlation
+    exp(−d²/2ℓ²) with d the distance in log clock (both clocks with two domains) and ℓ a third
+    of the table's log range, so that what one pair of levels teaches carries to their
+    neighbours and fades with distance."""
+    logs = [np.log(lv[s.CORE])] + ([np.log(lv[s.MEM])] if two else [])
+    d2 = np.zeros((lv.shape[1], lv.shape[1]))
+    for x in logs:
+        ell = max(float(np.ptp(x)) / 3.0, 0.05)
+        d2 += ((x[:, None] - x[None, :]) / ell) ** 2
+    prior: FloatArray = var0 * np.exp(-0.5 * d2)
+    return prior

@@ -10,11 +10,11 @@ counters on the GTX 1080 Ti. What matters here is different:
 1. *Within a unit* the counter must barely move with the clock compared with how it moves
    between units: the median over units of its spread across levels, over its spread across
    units (at the top level), below ``WITHIN_LIMIT``.
-2. It must tell how the work scales: |Pearson r| between the counter at the top level and the
-   unit's log-slope of time against the core clock (and, with two clock domains, the memory
-   clock), at least ``RELEVANCE_MIN``.
-3. The best ``MAX_COUNTERS`` by that relevance, skipping one nearly collinear (|r| >
-   ``REDUNDANT_R``) with a counter already taken: each counter costs nb coefficients.
+2. It must tell how the work scales, jointly with the counters already chosen: forward
+   stepwise least squares of each unit's log-slope of time against the core clock (and, with
+   two clock domains, the memory clock) on the counters at the top level; the counter that
+   adds the most explained variance is taken while it adds at least ``GAIN_MIN`` of it, up to
+   ``MAX_COUNTERS`` (each counter costs nb coefficients).
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ import numpy as np
 from govd.model.arrays import FloatArray
 
 WITHIN_LIMIT = 0.5
-RELEVANCE_MIN = 0.3
-REDUNDANT_R = 0.95
+GAIN_MIN = 0.02
 MAX_COUNTERS = 4
 
 
@@ -51,7 +50,7 @@ def scaling_counters(time_ms: FloatArray, freq_mhz: FloatArray,
     targets = [unit_slopes(time_ms, freq_mhz)] if np.ptp(freq_mhz) > 0 else []
     if mem_freq_mhz is not None and np.ptp(mem_freq_mhz) > 0:
         targets.append(unit_slopes(time_ms, mem_freq_mhz))
-    scored: list[tuple[float, str, FloatArray]] = []
+    candidates: dict[str, FloatArray] = {}
     for name, values in counters.items():
         x = np.asarray(values, dtype=np.float64)
         if x.shape != time_ms.shape or not np.all(np.isfinite(x)):
@@ -59,23 +58,28 @@ def scaling_counters(time_ms: FloatArray, freq_mhz: FloatArray,
         across = float(x[:, top].std())
         if across <= 0.0:
             continue
-        within = float(np.median(x.std(axis=1)))
-        if within / across >= WITHIN_LIMIT:
-            continue
-        relevance = max((abs(_r(x[:, top], t)) for t in targets), default=0.0)
-        if relevance >= RELEVANCE_MIN:
-            scored.append((relevance, name, x[:, top]))
-    scored.sort(key=lambda item: (-item[0], item[1]))
-    chosen: list[tuple[str, FloatArray]] = []
-    for _, name, col in scored:
-        if all(abs(_r(col, other)) <= REDUNDANT_R for _, other in chosen):
-            chosen.append((name, col))
-        if len(chosen) == limit:
+        if float(np.median(x.std(axis=1))) / across < WITHIN_LIMIT:
+            candidates[name] = (x[:, top] - x[:, top].mean()) / across
+    if not targets or not candidates:
+        return []
+    y = np.stack([t - t.mean() for t in targets], axis=1)
+    total = float((y**2).sum())
+    if total <= 0.0:
+        return []
+    chosen: list[str] = []
+    explained = 0.0
+    while len(chosen) < limit:
+        best, best_r2 = "", explained
+        for name in sorted(candidates):
+            if name in chosen:
+                continue
+            design = np.stack([candidates[c] for c in [*chosen, name]], axis=1)
+            coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+            r2 = 1.0 - float(((y - design @ coef) ** 2).sum()) / total
+            if r2 > best_r2:
+                best, best_r2 = name, r2
+        if not best or best_r2 - explained < GAIN_MIN:
             break
-    return [name for name, _ in chosen]
-
-
-def _r(a: FloatArray, b: FloatArray) -> float:
-    if a.std() <= 0.0 or b.std() <= 0.0:
-        return 0.0
-    return float(np.corrcoef(a, b)[0, 1])
+        chosen.append(best)
+        explained = best_r2
+    return chosen

@@ -70,13 +70,21 @@ class ModelSettings:
     pair of ticks counts as a change of work rather than a measurement of scaling."""
     same_work: float = 0.25
     """Scaling form: relative change of any counter between two ticks that means other work."""
+    work_slots: int = 32
+    """Scaling form: pieces of work remembered with their own curve (a kernel seen again gets
+    its curve back at once); 0: one counter-conditioned curve for all work."""
+    work_sd: float = 0.5
+    """Scaling form: how far (standard deviation of a coefficient) one piece of work may
+    stray from the curve its counters suggest."""
     volts: tuple[float, ...] = field(default=())
     """Voltage per level (V), ascending with the levels; empty = V affine in f (0.7 to 1.0)."""
 
     def __post_init__(self) -> None:
         if self.form not in ("auto", "scaling", "seed"):
             raise ValueError(f"form must be 'auto', 'scaling' or 'seed', got {self.form!r}")
-        for name in ("prior_sd", "noise_prior", "gate", "same_work"):
+        if not (isinstance(self.work_slots, int) and 0 <= self.work_slots <= 1024):
+            raise ValueError(f"work_slots must be an integer in 0..1024, got {self.work_slots!r}")
+        for name in ("prior_sd", "noise_prior", "gate", "same_work", "work_sd"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0.0):
                 raise ValueError(f"{name} must be a positive number, got {v!r}")

@@ -93,7 +93,21 @@ class EnergyPolicy:
                 self._steady = 0
                 self._wait = min(2 * self._wait, 64 * self.probe_ticks)
                 return probe
+        elif self.probe_ticks and choice > view.lo and view.mem_levels_mhz is None:
+            # work the model does not know yet (a new kernel): learn it now, while it runs
+            probe = choice - 1
+            if self._unknown(view, probe) and self._worth_probing(view, probe, choice):
+                return probe
         return choice
+
+    def _unknown(self, view: Outlook, probe: int) -> bool:
+        """Whether the model's uncertainty about ``probe``'s time, beyond the noise every
+        ratio carries, exceeds that noise (false where the model does not say)."""
+        if view.time_sd_now is None or not view.model_ready:
+            return False
+        sd = float(view.time_sd_now[probe])
+        noise = float(view.time_sd_now[view.current])
+        return sd * sd > 2.0 * noise * noise
 
     def _worth_probing(self, view: Outlook, probe: int, choice: int) -> bool:
         """Whether a one-tick probe of ``probe`` may teach something for nothing too dear: the

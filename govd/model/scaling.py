@@ -127,8 +127,8 @@ def layout(m: int, nb: int, nx: int, n_levels: int, slots: int = 0) -> IntArray:
     """Offsets of every section for ``m`` = nb·(1 + nx) coefficients over ``n_levels`` levels
     with ``slots`` remembered pieces of work, then the header (m, nb, nx, L)."""
     sizes = [m, m, m * m, m, m, 1 + nx, nx, nx, nb, nb, 4 * n_levels, nb * n_levels, n_levels,
-             n_levels, n_levels * n_levels, n_levels, 2, 2, 4, 2, 2, N_OUT * n_levels, N_SC, N_CF, m,
-             m * m, m * nb, nb * nb, slots * (1 + nx), slots * nb, slots * nb * nb,
+             n_levels, n_levels * n_levels, n_levels, 2, 2, 4, 2, 2, N_OUT * n_levels, N_SC, N_CF,
+             m, m * m, m * nb, nb * nb, slots * (1 + nx), slots * nb, slots * nb * nb,
              slots * N_META, nb, n_levels]
     off = np.zeros(N_SECTIONS + 5, dtype=np.int64)
     off[1:N_SECTIONS + 1] = np.cumsum(sizes)
@@ -666,7 +666,6 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
     cm = coef[2] if two else 0.0
     n_err = min(sc[N_ERR], 1.0 / ERR_WEIGHT)
     sigma2 = (n_err * sc[ERR2] + ERR_PRIOR_PAIRS * cf[SIGMA0] ** 2) / (n_err + ERR_PRIOR_PAIRS)
-    sigma = math.sqrt(sigma2)
     t_now = sc[T_PREV]
     lnow = c0 * bnow[0] + c1 * bnow[1] + cm * (bnow[2] if two else 0.0)
     idle = cf[IDLE_W] if np.isfinite(cf[IDLE_W]) else pc[0]

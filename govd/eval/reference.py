@@ -37,8 +37,12 @@ def phase_starts(sweep: SweepTable, shape_change: float = SHAPE_CHANGE) -> IntAr
     return starts.astype(np.intp)
 
 
-def mean_curve_levels(sweep: SweepTable, target: Target, idle_power_w: float) -> IntArray:
-    """Level per unit: the best level for the mean curves of the unit's phase."""
+def mean_curve_levels(sweep: SweepTable, target: Target, idle_power_w: float,
+                      lag: int = 0) -> IntArray:
+    """Level per unit: the best level for the mean curves of the unit's phase, or with
+    ``lag`` = 1 of the previous unit's phase (what a causal policy that knew every phase's
+    curve could do: it learns of a change of work only from the unit that ran it; the first
+    unit runs at the top level)."""
     starts = phase_starts(sweep)
     ends = np.append(starts[1:], sweep.units)
     phase_of = np.repeat(np.arange(starts.size), ends - starts)
@@ -50,15 +54,18 @@ def mean_curve_levels(sweep: SweepTable, target: Target, idle_power_w: float) ->
                        mem_levels_mhz=sweep.mem_levels_mhz)
     per_phase = oracle_levels(means, target, idle_power_w)
     levels: IntArray = per_phase[phase_of]
+    if lag:
+        levels = np.concatenate((np.full(lag, sweep.levels_mhz.size - 1), levels[:-lag]))
     return levels
 
 
 def safe_reference_levels(sweep: SweepTable, target: Target, idle_power_w: float,
-                          excess: float = 0.01) -> tuple[IntArray, float]:
+                          excess: float = 0.01, lag: int = 0) -> tuple[IntArray, float]:
     """`mean_curve_levels` under the tightest target (the slowdown limit or the frame deadline
     shrunk by a margin) that keeps its violation rate within ``excess`` of the oracle's: what a
     causal policy that knows each phase's curve, but not the per-unit noise, can at best reach
-    inside the violation budget. Returns (levels, margin used)."""
+    inside the violation budget (``lag``: see `mean_curve_levels`). Returns (levels, margin
+    used)."""
     from govd.eval.score import violations  # scoring sits above the references
 
     missed = violations(sweep, target)
@@ -71,7 +78,7 @@ def safe_reference_levels(sweep: SweepTable, target: Target, idle_power_w: float
         else:
             assert target.max_slowdown is not None
             tight = Target(max_slowdown=(1.0 + target.max_slowdown) / (1.0 + margin) - 1.0)
-        return mean_curve_levels(sweep, tight, idle_power_w)
+        return mean_curve_levels(sweep, tight, idle_power_w, lag)
 
     lo, hi = 0.0, (0.5 if target.max_slowdown is None else target.max_slowdown)
     best = levels_at(hi)

@@ -31,6 +31,12 @@ SHAPE_Q = 1e-5
 """Variance added to every level's offset per learned pair: the shape may drift (temperature)."""
 SHAPE_NOISE = 0.02**2
 """Variance of one measured log power ratio between two ticks."""
+SLOT_TOLERANCE = 0.1
+"""Difference of log time at the top level within which two ticks are the same remembered
+piece of work (their counters must agree within ``same_work``, which also allows for counters
+that move a little with the clock). Tighter than the pair gate: two kinds of work sharing a
+slot learn a curve that is neither's (unsafe), one kind split over two slots only learns
+twice (safe)."""
 
 
 class ScalingModel:
@@ -128,7 +134,7 @@ class ScalingModel:
         cf[s.U_MAX] = u_max
         cf[s.N_SLOTS] = st.work_slots
         cf[s.SLOT_P0] = (st.work_sd / st.noise_prior) ** 2
-        cf[s.SLOT_TOL] = st.gate
+        cf[s.SLOT_TOL] = SLOT_TOLERANCE
         cf[s.ALGO] = s.ALGO_RLS if st.algorithm == "rls" else s.ALGO_DCD
         cf[s.DCD_H], cf[s.DCD_MB], cf[s.DCD_NU] = st.dcd_h, st.dcd_mb, st.dcd_nu
         nz = 1 + self.nx

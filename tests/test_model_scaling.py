@@ -139,3 +139,54 @@ def test_energy_policy_spends_the_budget_on_work_that_does_not_scale() -> None:
         low = np.mean(np.array(chosen[100:]) < len(LEVELS) - 1)
         assert (low > 0.8) if expect_low else (low < 0.1)
         assert slow <= 6
+
+
+def test_auto_form_is_scaling_under_a_slowdown_and_eq10_under_a_frame_rate() -> None:
+    from govd.model.online import OnlineModel
+
+    slow = Governor(LEVELS, EnergyPolicy(), Target(max_slowdown=0.1))
+    fps = Governor(LEVELS, EnergyPolicy(), Target(fps=60.0))
+    assert isinstance(slow.model, ScalingModel)
+    assert isinstance(fps.model, OnlineModel)
+    forced = Governor(LEVELS, EnergyPolicy(), Target(fps=60.0), ModelSettings(form="scaling"))
+    assert isinstance(forced.model, ScalingModel)
+
+
+def test_dcd_rls_learns_the_scaling_form_too() -> None:
+    model = ScalingModel(LEVELS, ModelSettings(algorithm="dcd"))
+    rng = np.random.default_rng(4)
+    for _ in range(600):
+        fc = LEVELS[int(rng.integers(0, len(LEVELS)))]
+        model.update((0.2 + 0.8 * 1000.0 / fc) * rng.lognormal(0, 0.01), fc, power_w=100.0,
+                     busy=1.0)
+    model.update(1.0, 1000.0, power_w=100.0, busy=1.0)
+    truth = 0.2 + 0.8 * 1000.0 / np.array(LEVELS)
+    np.testing.assert_allclose(model.time_ms, truth, rtol=0.05)
+    assert np.all(np.isfinite(model.time_sd_top))
+
+
+def test_a_knee_below_the_clocks_seen_is_not_predicted_with_confidence() -> None:
+    """Work flat down to 800 MHz: having seen only 900-1000 MHz, the model must not call
+    400 MHz safe (memory-bound V100 kernels jump by 20 % one level below where they are flat);
+    the spread grows with the distance below the lowest clock the work ran at."""
+    model = ScalingModel(LEVELS)
+    for k in range(60):
+        model.update(10.0, LEVELS[-1] if k % 2 else LEVELS[-2], power_w=100.0, busy=1.0)
+    sd = np.asarray(model.time_sd_top)
+    assert sd[0] > sd[2] > sd[3]
+    assert sd[0] > 0.2
+
+
+def test_a_repeated_surprise_is_learned_not_gated_forever() -> None:
+    """The innovation gate turns away a pair far off the prediction as other work, but not
+    three in a row: a confidently wrong model must be able to learn."""
+    model = ScalingModel(LEVELS)
+    for k in range(200):  # teach it: flat work
+        model.update(10.0, LEVELS[-1] if k % 2 else LEVELS[-2], power_w=100.0, busy=1.0)
+    learned_before = model.stats_dict()["updates"]
+    for k in range(200):  # the same clocks, now a 20 % step: a knee appeared
+        model.update(10.0 if k % 2 == 0 else 12.0, LEVELS[-1] if k % 2 == 0 else LEVELS[-2],
+                     power_w=100.0, busy=1.0)
+    assert model.stats_dict()["updates"] > learned_before
+    model.update(10.0, LEVELS[-1], power_w=100.0, busy=1.0)
+    assert model.time_ms[-2] > 10.5

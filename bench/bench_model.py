@@ -47,9 +47,9 @@ from govd.model import tick as k
 from govd.model.arrays import FloatArray
 from govd.model.dcd import dcd_update
 from govd.model.online import OnlineModel
-from govd.model.scaling_model import ScalingModel
 from govd.model.predict import predict_energy_ref, predict_time_ref, sensitivity_ref
 from govd.model.rls import rls_update, rls_update_ref
+from govd.model.scaling_model import ScalingModel
 from govd.model.settings import ModelSettings
 
 REPO = Path(__file__).resolve().parent.parent

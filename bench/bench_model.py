@@ -32,6 +32,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +52,14 @@ from govd.model.predict import predict_energy_ref, predict_time_ref, sensitivity
 from govd.model.rls import rls_update, rls_update_ref
 from govd.model.scaling_model import ScalingModel
 from govd.model.settings import ModelSettings
+from govd.model.two_domain import TwoDomainModel
 
 REPO = Path(__file__).resolve().parent.parent
-IMPLS = ("rls", "dcd", "scaling", "numpy-rls", "padasip")
+IMPLS = ("rls", "dcd", "scaling", "pairs-one-mem", "numpy-rls", "padasip")
 """``scaling``: the scaling form (`govd.model.scaling`, RLS, 32 work slots) through
-`ScalingModel.update`: tick_us only (its update is not a separate kernel)."""
+`ScalingModel.update`; ``pairs-one-mem``: eq. 10 through the two-domain kernel
+(`TwoDomainModel`) with one memory clock, what merging `govd.model.tick` into
+`govd.model.pairs` would cost. Both tick_us only (no separate update kernel)."""
 FEATURES = (4, 10, 20)
 LEVELS = (9, 30)
 RESULTS = REPO / "bench" / "results"
@@ -247,9 +251,14 @@ def tick_us(impl: str, wl: Workload, n: int, repeats: int) -> list[float]:
     times_s = []
     for _ in range(repeats):
         model = OnlineModel(wl.levels_mhz, wl.settings)
-        if impl in ("rls", "dcd", "scaling"):
-            update = (ScalingModel(wl.levels_mhz, replace(wl.settings, form="scaling")).update
-                      if impl == "scaling" else model.update)
+        if impl in ("rls", "dcd", "scaling", "pairs-one-mem"):
+            update = model.update
+            if impl == "scaling":
+                update = ScalingModel(wl.levels_mhz, replace(wl.settings, form="scaling")).update
+            elif impl == "pairs-one-mem":
+                pairs = TwoDomainModel(wl.levels_mhz, np.full(wl.levels_mhz.size, 1000.0),
+                                       wl.settings)
+                update = partial(pairs.update, mem_freq_mhz=1000.0)
             update(*rows[0], MEM_ACTIVITY, DEADLINE_MS)  # compile/load outside the timing
             start = time.perf_counter()
             for t, f, x, p, b in rows:
@@ -335,7 +344,7 @@ def sample_costs(impl: str, features: int, levels: int, sizes: Sizes,
     if impl in ("rls", "dcd"):
         update_ns, resets = kernel_update_ns(wl, sizes.kernel, repeats)
         return update_ns, tick_us(impl, wl, sizes.tick, repeats), resets
-    if impl == "scaling":
+    if impl in ("scaling", "pairs-one-mem"):
         return [], tick_us(impl, wl, sizes.tick, repeats), 0
     return (python_update_ns(impl, wl, sizes.python, repeats),
             tick_us(impl, wl, sizes.python, repeats), 0)
@@ -361,7 +370,7 @@ def measure(sizes: Sizes, rounds: int, repeats: int) -> list[dict[str, Any]]:
         upd, upd_iqr = (median_iqr(update_ns[features, levels, impl])
                          if update_ns[features, levels, impl] else (None, None))
         tck, tck_iqr = median_iqr(tick[features, levels, impl])
-        compiled = impl in ("rls", "dcd", "scaling")
+        compiled = impl in ("rls", "dcd", "scaling", "pairs-one-mem")
         record: dict[str, Any] = {
             "impl": impl, "features": features, "levels": levels, "update_ns": upd,
             "tick_us": tck, "update_iqr_ns": upd_iqr, "tick_iqr_us": tck_iqr,

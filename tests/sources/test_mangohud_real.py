@@ -204,10 +204,14 @@ def test_folder_that_is_a_file_is_reported(tmp_path: Path) -> None:
     assert "is not a folder" in src.problems()[0]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any folder")
-def test_unreadable_folder_is_reported(tmp_path: Path) -> None:
+def test_unreadable_folder_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "mangohud"
-    folder.mkdir(mode=0o000)
+    folder.mkdir()
+
+    def scandir(path: os.PathLike[str]) -> None:  # what ProtectHome= does to $HOME
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr("govd.sources.mangohud.os.scandir", scandir)
     src = MangoHudSource(folder, rescan_s=0)
     assert src.drain() == []
     assert "permission denied" in src.problems()[0]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from govd.sources.fdinfo import DrmBusyMeter, parse_fdinfo, pci_slot
+from govd.sources.fdinfo import PIDS_PER_SAMPLE, DrmBusyMeter, parse_fdinfo, pci_slot
 
 FIXTURES = Path(__file__).with_name("fdinfo")
 
@@ -196,3 +196,17 @@ def test_pci_slot_of_a_card(tmp_path: Path) -> None:
     other.mkdir()
     (other / "device").symlink_to(platform)
     assert pci_slot(other) is None
+
+
+def test_many_processes_are_looked_at_a_batch_per_sample(tmp_path: Path) -> None:
+    proc, now = FakeProc(tmp_path / "proc"), [0.0]
+    text = fixture("amdgpu")
+    count = PIDS_PER_SAMPLE + 36
+    for pid in range(1000, 1000 + count):
+        proc.open(pid, 3, text.replace("drm-client-id:\t12", f"drm-client-id:\t{pid}"))
+    meter = DrmBusyMeter(pdev="0000:03:00.0", proc=proc.root, clock=lambda: now[0])
+    meter.sample()
+    assert meter.counts["clients"] == PIDS_PER_SAMPLE
+    now[0] = 0.05
+    meter.sample()
+    assert meter.counts["clients"] == count

@@ -252,3 +252,17 @@ def pci_slot(sysfs_device: Path) -> str | None:
     if target.name.count(":") == 2 and "." in target.name:
         return target.name
     return None
+
+
+def meter_for(sysfs_device: Path, proc: Path = Path("/proc")) -> DrmBusyMeter | None:
+    """A busy meter for the GPU whose sysfs folder is ``sysfs_device`` (a DRM card or a devfreq
+    device): by PCI slot, else by the name of its driver (``panfrost``); None when neither can
+    be found."""
+    pdev = pci_slot(sysfs_device)
+    if pdev is not None:
+        return DrmBusyMeter(pdev=pdev, proc=proc)
+    try:
+        driver = (sysfs_device / "device" / "driver").resolve(strict=True).name
+    except OSError:
+        return None
+    return DrmBusyMeter(driver=driver, proc=proc)

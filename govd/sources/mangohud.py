@@ -13,9 +13,10 @@ lasts, a counter in `stats`):
 - the folder is missing or govd cannot read it (the unit hides ``$HOME`` and ``/tmp``):
   ``folder_unreadable`` counts the failed looks;
 - MangoHud ≤ 0.6.8 keeps the rows in memory and writes the whole file when logging stops (and
-  never, without ``log_duration``): a log that says so in its version line, or that appears
-  already holding more than `whole_span_s` of rows, is reported and its rows dropped as
-  ``stale_rows`` (they are not this tick's frames);
+  never, without ``log_duration``): a log whose version line or µs frame times say so, or that
+  appears holding rows that span more time than passed since the folder was last listed without
+  it (`WHOLE_SLACK_S` allowed), is reported and all its rows are dropped as ``stale_rows`` (they
+  are not this tick's frames; the real 0.6.8 takes several drains to write one out);
 - sampled logs (``log_interval`` ≠ 0): each row counts for the frames it stands for (`Frame.count`).
 
 `live` says whether a log delivered frames lately; while none does the daemon falls back to busy
@@ -44,6 +45,9 @@ LIVE_S = 2.0
 """No frame for this long: the source is not live (the daemon uses busy time). Units: s."""
 IDLE_CLOSE_S = 30.0
 """A log not grown for this long is closed (reopened at its offset when it grows). Units: s."""
+WHOLE_SLACK_S = 0.5
+"""How much more than the time since the folder was last listed a new log's rows may span and
+still be live (MangoHud's start, govd's own delay). Units: s."""
 SETUP_HINT = "see the README, 'Frames from games (MangoHud)'"
 
 
@@ -68,9 +72,7 @@ class MangoHudSource(FrameSource):
     """Frames from every MangoHud log growing in ``folder``.
 
     ``rescan_s``: how often the folder is listed (s; 0 = every `drain`); ``max_read_bytes``: bytes
-    read per log per `drain`; ``whole_span_s``: a log first seen holding rows that span more than
-    this was written whole at stop (s; default: two looks at the folder plus 3 s);
-    ``clock``: a monotonic clock (s).
+    read per log per `drain`; ``clock``: a monotonic clock (s).
     """
 
     def __init__(
@@ -79,13 +81,11 @@ class MangoHudSource(FrameSource):
         *,
         rescan_s: float = 1.0,
         max_read_bytes: int = 1 << 20,
-        whole_span_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.folder = Path(folder)
         self.rescan_s = rescan_s
         self.max_read_bytes = max_read_bytes
-        self.whole_span_s = 2 * rescan_s + 3.0 if whole_span_s is None else whole_span_s
         self._clock = clock
         self._next_scan_s = -math.inf
         self._started = False
@@ -93,8 +93,12 @@ class MangoHudSource(FrameSource):
         self._sizes: dict[Path, tuple[int, int]] = {}
         self._active: dict[Path, float] = {}
         """Logs read at every drain → when they last grew (s)."""
-        self._new: dict[Path, int] = {}
-        """Logs that appeared after start and were not read yet → their size when first seen."""
+        self._new: dict[Path, float] = {}
+        """Logs that appeared after start and showed no row yet → when the folder was last
+        listed without them (s): a log written while logging cannot span more than since."""
+        self._stale: set[Path] = set()
+        """Logs written whole at stop: none of their rows is delivered."""
+        self._listed_s = math.nan
         self._counts: Counter[str] = Counter()
         self._frames_by_app: Counter[str] = Counter()
         self._last_frame_s = -math.inf
@@ -143,7 +147,7 @@ class MangoHudSource(FrameSource):
                                                inode)
                 self._counts["logs"] += 1
                 if self._started:
-                    self._new[path] = size
+                    self._new[path] = self._listed_s
                     self._active[path] = now_s
             elif self._sizes.get(path) != (inode, size):
                 self._active.setdefault(path, now_s)
@@ -153,7 +157,9 @@ class MangoHudSource(FrameSource):
             self._counts.update(gone.counts)
             self._active.pop(path, None)
             self._new.pop(path, None)
+            self._stale.discard(path)
         self._sizes = found
+        self._listed_s = now_s
 
     def drain(self) -> list[Frame]:
         """Rows appended to any log since the last call, as frames: each log's in order, the
@@ -168,8 +174,11 @@ class MangoHudSource(FrameSource):
             mango = self._logs[path]
             before = mango.offset
             got = mango.read(self.max_read_bytes)
-            if path in self._new:
-                got = self._unless_written_whole(mango, self._new.pop(path), got)
+            if path in self._new and (mango.counts["rows"] or mango.version is not None):
+                self._judge(mango, now_s - self._new.pop(path))
+            if path in self._stale:
+                self._counts["stale_rows"] += len(got)
+                got = []
             if mango.offset != before:
                 self._active[path] = now_s
             elif now_s - self._active[path] > IDLE_CLOSE_S:
@@ -183,24 +192,24 @@ class MangoHudSource(FrameSource):
         self._counts["accepted"] += len(frames)
         return frames
 
-    def _unless_written_whole(self, mango: MangoHudLog, size_seen: int,
-                              frames: list[Frame]) -> list[Frame]:
-        """The first frames of a log that appeared after start, or none when the log was written
-        whole when logging stopped (MangoHud ≤ 0.6.8): those rows are not this tick's frames."""
+    def _judge(self, mango: MangoHudLog, listed_ago_s: float) -> None:
+        """Mark a log that appeared after start as stale when it was written whole when logging
+        stopped (MangoHud ≤ 0.6.8), and say what to change."""
         span_s = (mango.last_elapsed_ns or 0.0) / 1e9
-        if not mango.writes_at_stop and span_s <= self.whole_span_s:
-            return frames
-        mango.skip_to(size_seen)
-        self._counts["stale_rows"] += len(frames)
+        if not mango.writes_at_stop and not span_s > listed_ago_s + WHOLE_SLACK_S:
+            return
+        self._stale.add(mango.path)
         self._counts["written_at_stop"] += 1
-        version = ".".join(map(str, mango.version)) if mango.version else None
-        said = f"says MangoHud {version}" if mango.writes_at_stop else (
-            f"appeared holding {span_s:.0f} s of rows")
+        if mango.version is not None:
+            said = f"says MangoHud {'.'.join(map(str, mango.version))}"
+        elif mango.writes_at_stop:
+            said = "frame times in µs"
+        else:
+            said = f"appeared holding {span_s:.1f} s of rows"
         self._report(
             f"{mango.path.name}: written whole when logging stopped ({said}): MangoHud 0.6.8 "
             "and older write the log only at stop, so govd gets no live frames and uses busy "
             f"time; install MangoHud 0.6.9 or newer; {SETUP_HINT}")
-        return []
 
     # -- what it tells ---------------------------------------------------------------------------
     @property

@@ -250,8 +250,11 @@ class MangoHudLog:
 
     @property
     def writes_at_stop(self) -> bool:
-        """Whether the version line names a MangoHud that writes its log only when it stops."""
-        return self.version is not None and self.version < FIRST_STREAMING
+        """Whether the log comes from a MangoHud that writes its log only when it stops: its
+        version line says so, or its frame times are in µs (0.6.9 changed both)."""
+        if self.version is not None:
+            return self.version < FIRST_STREAMING
+        return self._scale_to_ms == 1e-3
 
 
 def _open_regular(path: Path) -> BinaryIO:

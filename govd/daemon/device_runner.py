@@ -139,7 +139,6 @@ class DeviceRunner:
         if self.busy_source is not None and not (self.frames_live and self.frames_live()):
             self.busy_source.observe(reading.busy, interval_s)
             frames = self.busy_source.drain()
-        times_ms = [f.gpu_time_ms for f in frames]
         # A row of a sampled MangoHud log stands for several frames (Frame.count).
         frame_count = sum(f.count for f in frames)
         frame_time_ms = (sum(f.gpu_time_ms * f.count for f in frames) / frame_count
@@ -174,7 +173,7 @@ class DeviceRunner:
         self._remember(now_s, reading, frame_count, frame_time_ms, power_w, actual_vs_predicted)
         self._last["fallback"] = decision.fallback
         record = TickRecord(
-            device=self.name, level_mhz=reading.freq_mhz, frame_times_ms=times_ms,
+            device=self.name, level_mhz=reading.freq_mhz, frame_times_ms=_per_frame(frames),
             pred_ms=_finite_or_none(actual_vs_predicted[1]), chosen_mhz=decision.freq_mhz,
             power_w=_finite_or_none(power_w), energy_j=_finite_or_none(tick_energy_j),
             policy=self.settings.policy, switched=switched,
@@ -189,7 +188,10 @@ class DeviceRunner:
         """The target of the application that completed the most frames this tick."""
         if not frames:
             return self.governor.target  # no news: keep the target in force
-        busiest = Counter(f.app for f in frames).most_common(1)[0][0]
+        completed: dict[str, float] = {}  # a sampled row counts for the frames it stands for
+        for frame in frames:
+            completed[frame.app] = completed.get(frame.app, 0.0) + frame.count
+        busiest = max(completed, key=completed.__getitem__)
         return self.settings.apps.get(busiest, self.settings.target)
 
     def _tick_energy_j(self, power_w: float, interval_s: float) -> float:
@@ -412,6 +414,21 @@ def close_device(device: Device) -> None:
     close = getattr(device, "close", None)
     if close is not None:
         close()
+
+
+def _per_frame(frames: Sequence[Frame]) -> list[float]:
+    """One frame time per frame (ms): a sampled row's time repeated for the frames it stands
+    for (`Frame.count`, rounded so that the fractions add up over the tick), so that the
+    journal summary and the metrics count frames, not rows."""
+    if all(f.count == 1.0 for f in frames):
+        return [f.gpu_time_ms for f in frames]
+    times: list[float] = []
+    total = 0.0
+    for frame in frames:
+        before = round(total)
+        total += frame.count
+        times += [frame.gpu_time_ms] * (round(total) - before)
+    return times
 
 
 def _finite_or_none(value: float) -> float | None:

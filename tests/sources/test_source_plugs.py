@@ -114,3 +114,27 @@ def test_status_tells_what_to_fix_when_the_folder_is_missing(short_dir: Path) ->
     assert lines[0] == "frames from MangoHud (none live: busy time used): none yet"
     assert "does not exist" in lines[1] and lines[1].startswith("problem: ")
     assert not math.isnan(daemon.runners[0].status()["frame_ms"] or math.nan)
+
+
+def test_journal_and_metrics_get_one_frame_time_per_frame_of_a_sampled_row(
+        tmp_path: Path) -> None:
+    runner = runner_on(tmp_path, 50)
+    rows = [Frame(gpu_time_ms=4.0, app="game", count=2.4), Frame(gpu_time_ms=5.0, app="game",
+                                                                  count=2.4)]
+    record = runner.tick(0.0, PERIOD_S, rows)
+    assert record is not None
+    assert record.frame_times_ms == [4.0, 4.0, 5.0, 5.0, 5.0]  # 2.4 + 2.4 frames: 2, then 3
+
+
+def test_target_follows_the_program_with_most_frames_not_most_rows(tmp_path: Path) -> None:
+    path, kernel = mali_panfrost(tmp_path, energy_uj=1_000_000, busy_percent=50)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    device.save()
+    governor = Governor(device.levels_mhz, Scripted([2]), Target(fps=60), ModelSettings())
+    apps = {"game": Target(fps=144), "launcher": Target(fps=30)}
+    runner = DeviceRunner(device, governor, RunnerSettings("scripted", Target(fps=60), apps, 0.0),
+                          EpisodeLimiter(logging.getLogger("t")))
+    launcher = [Frame(gpu_time_ms=2.0, app="launcher")] * 3  # per-frame: 3 frames
+    game = [Frame(gpu_time_ms=7.0, app="game", count=12.0)]  # one row, 12 frames
+    runner.tick(0.0, PERIOD_S, launcher + game)
+    assert runner.governor.target == apps["game"]

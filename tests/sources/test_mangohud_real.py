@@ -80,19 +80,27 @@ def append(path: Path, data: bytes) -> None:
         f.write(data)
 
 
-@needs_data
-@pytest.mark.parametrize("path", LOGS, ids=[p.name for p in LOGS])
-def test_every_real_log_appended_row_by_row_gives_each_row_once(tmp_path: Path,
-                                                                path: Path) -> None:
-    t, clock = table(path), LogClock()
-    src = follow(tmp_path, clock)
-    live = tmp_path / name_of(path, "game")
+def replay_live(folder: Path, t: Table, app: str) -> tuple[MangoHudSource, list[Frame]]:
+    """``t`` written into ``folder`` as ``app``'s new log, row by row at its own pace, drained
+    after each row; the source and every frame it gave."""
+    clock = LogClock()
+    src = follow(folder, clock)
+    live = folder / f"{app}_2026-01-02_03-04-05.csv"
     live.write_bytes(t.head)
     frames: list[Frame] = []
     for row in t.rows:
         append(live, row)
         clock.reached(t, row)
         frames += src.drain()
+    return src, frames
+
+
+@needs_data
+@pytest.mark.parametrize("path", LOGS, ids=[p.name for p in LOGS])
+def test_every_real_log_appended_row_by_row_gives_each_row_once(tmp_path: Path,
+                                                                path: Path) -> None:
+    t = table(path)
+    src, frames = replay_live(tmp_path, t, "game")
     if not t.columns:  # MangoHud 0.4 wrote no header: nothing to read, and govd says why
         assert frames == []
         assert any("no column header" in p and "0.6.9" in p for p in src.problems())
@@ -168,15 +176,8 @@ def test_log_written_whole_at_stop_is_reported_and_none_of_its_rows_counted(
 @needs_data
 @pytest.mark.skipif(not SAMPLED, reason="no sampled log")
 def test_sampled_log_counts_frames_from_elapsed_not_rows(tmp_path: Path) -> None:
-    t, clock = table(SAMPLED[-1]), LogClock()
-    src = follow(tmp_path, clock)
-    path = tmp_path / name_of(SAMPLED[-1], "overwatch")
-    path.write_bytes(t.head)
-    frames: list[Frame] = []
-    for row in t.rows:
-        append(path, row)
-        clock.reached(t, row)
-        frames += src.drain()
+    t = table(SAMPLED[-1])
+    src, frames = replay_live(tmp_path, t, "overwatch")
     first, last = t.values(t.rows[0]), t.values(t.rows[-1])
     span_s = (last["elapsed"] - first["elapsed"]) / 1e9
     fps = [t.values(r)["fps"] for r in t.rows]

@@ -272,3 +272,20 @@ def test_not_live_without_recent_frames(tmp_path: Path) -> None:
     assert src.live
     now[0] = 10.0
     assert not src.live
+
+
+def test_idle_log_is_closed_and_read_on_from_its_offset_when_it_grows(tmp_path: Path) -> None:
+    now = [0.0]
+    src = MangoHudSource(tmp_path, rescan_s=0, clock=lambda: now[0])
+    src.drain()
+    path = tmp_path / "game_2026-01-02_03-04-05.csv"
+    path.write_text("fps,frametime,elapsed\n")
+    src.drain()
+    append(path, b"60,16.6,1000\n")
+    assert len(src.drain()) == 1
+    now[0] = 100.0  # idle past IDLE_CLOSE_S: the file is closed
+    assert src.drain() == []
+    assert all(m._file is None for m in src._logs.values())
+    append(path, b"50,20,2000\n")
+    now[0] = 101.0
+    assert [f.gpu_time_ms for f in src.drain()] == pytest.approx([20.0])  # not the first again

@@ -5,7 +5,7 @@ MangoHud (≥ 0.6.9, ``autostart_log``, ``log_interval=0``) writes one
 per present while the program runs (the format: `govd.sources.mangohud_log`). Several programs
 log at once (MangoHud enabled globally: the game and its launcher), so every log that grows is
 followed from its own byte offset, its frames carry the program name from the file name, and no
-row is ever delivered twice. When govd starts, rows already in the folder are history.
+row is ever delivered twice. Rows already in the folder at govd's first look that works are history.
 
 What goes wrong in practice, and what govd says about it (journal once, `govd status` while it
 lasts, a counter in `stats`):
@@ -88,7 +88,6 @@ class MangoHudSource(FrameSource):
         self.max_read_bytes = max_read_bytes
         self._clock = clock
         self._next_scan_s = -math.inf
-        self._started = False
         self._logs: dict[Path, MangoHudLog] = {}
         self._sizes: dict[Path, tuple[int, int]] = {}
         self._active: dict[Path, float] = {}
@@ -100,7 +99,7 @@ class MangoHudSource(FrameSource):
         """Logs written whole at stop: none of their rows is delivered."""
         self._listed_s = math.nan
         self._counts: Counter[str] = Counter()
-        self._frames_by_app: Counter[str] = Counter()
+        self._frames_by_app: dict[str, float] = {}
         self._last_frame_s = -math.inf
         self._folder_problem: str | None = None
         self._reported: set[str] = set()
@@ -140,13 +139,15 @@ class MangoHudSource(FrameSource):
         if self._folder_problem is not None:
             log.info("MangoHud folder %s can be read again", self.folder)
             self._folder_problem = None
+        first_look = math.isnan(self._listed_s)
         for path, (inode, size) in found.items():
             if path not in self._logs:
-                # At start every row is history; later a new log is read from its first byte.
-                self._logs[path] = MangoHudLog(path, size if not self._started else 0, self._report,
+                # At the first look that works every row is history (also when the folder
+                # could not be read at start); later a new log is read from its first byte.
+                self._logs[path] = MangoHudLog(path, size if first_look else 0, self._report,
                                                inode)
                 self._counts["logs"] += 1
-                if self._started:
+                if not first_look:
                     self._new[path] = self._listed_s
                     self._active[path] = now_s
             elif self._sizes.get(path) != (inode, size):
@@ -168,7 +169,6 @@ class MangoHudSource(FrameSource):
         if now_s >= self._next_scan_s:
             self._next_scan_s = now_s + self.rescan_s
             self._scan(now_s)
-        self._started = True
         frames: list[Frame] = []
         for path in list(self._active):
             mango = self._logs[path]
@@ -186,7 +186,7 @@ class MangoHudSource(FrameSource):
                 del self._active[path]
             frames.extend(got)
         for frame in frames:
-            self._frames_by_app[frame.app] += frame.count
+            self._frames_by_app[frame.app] = self._frames_by_app.get(frame.app, 0.0) + frame.count
         if frames:
             self._last_frame_s = now_s
         self._counts["accepted"] += len(frames)

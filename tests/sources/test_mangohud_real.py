@@ -289,3 +289,16 @@ def test_idle_log_is_closed_and_read_on_from_its_offset_when_it_grows(tmp_path: 
     append(path, b"50,20,2000\n")
     now[0] = 101.0
     assert [f.gpu_time_ms for f in src.drain()] == pytest.approx([20.0])  # not the first again
+
+
+def test_logs_found_when_an_unreadable_folder_becomes_readable_are_history(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "mangohud"
+    src = MangoHudSource(folder, rescan_s=0)
+    assert src.drain() == []  # missing at start
+    folder.mkdir()
+    old = folder / "game_2026-01-02_03-04-05.csv"
+    old.write_text("fps,frametime,elapsed\n" + "".join(f"60,16.6,{i}\n" for i in range(30)))
+    assert src.drain() == []  # the rows written before govd could look are not this tick's
+    append(old, b"50,20,1000000000\n")
+    assert [f.gpu_time_ms for f in src.drain()] == pytest.approx([20.0])

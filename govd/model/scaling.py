@@ -113,6 +113,12 @@ standard deviations is another piece of work (the innovation gate of a Kalman fi
 the two pairs before it were turned away too (then the model, not the work, is wrong: a gate
 that could refuse forever would keep a confidently wrong model wrong); the power shape's
 innovation is clipped at the same bound."""
+ROOFLINE_SLOPE = 1.0
+"""Least log-slope of time against log core clock more than one level below the lowest clock a
+piece of work has run at: as the core clock falls every kernel becomes bound by it (the
+roofline), so its time grows at least as 1/f there, whatever the slope where it was measured
+(a memory-bound V100 kernel flat down to 945 MHz runs 1.2x slower at 802). The first level
+below keeps the curve's own extrapolation: it is the one a probe may try."""
 FORM_SLOPE = 0.5
 """Standard deviation of log time added per unit of log clock a prediction reaches below the
 lowest clock the work has run at: the form (quadratic in log f) may miss a knee there, as
@@ -202,6 +208,28 @@ def clamp_coefficients(out: FloatArray, nb: int, u_max: float) -> None:
     out[0] = c0
     if nb > 2:
         out[2] = min(max(out[2], 0.0), 1.5)
+
+
+@njit(cache=True)
+def log_ratio_at(u: float, c0: float, c1: float, u_edge: float) -> float:
+    """Log time at u = log(f_top / f) relative to the top level: the curve c0·u + c1·u² up to
+    ``u_edge``, continued beyond with its slope there or ROOFLINE_SLOPE, whichever is
+    steeper."""
+    if u <= u_edge:
+        return c0 * u + c1 * u * u
+    edge = c0 * u_edge + c1 * u_edge * u_edge
+    slope = max(c0 + 2.0 * c1 * u_edge, ROOFLINE_SLOPE)
+    return edge + slope * (u - u_edge)
+
+
+@njit(cache=True)
+def next_below(basis: FloatArray, u_seen: float) -> float:
+    """The u of the first core level below ``u_seen`` (larger u), or ``u_seen`` if none."""
+    best = math.inf
+    for k in range(basis.shape[0]):
+        if basis[k, 0] > u_seen + 1e-12 and basis[k, 0] < best:
+            best = basis[k, 0]
+    return best if np.isfinite(best) else u_seen
 
 
 @njit(cache=True)
@@ -678,8 +706,11 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
     else:
         p_ref = max(pc[1], 0.0) * math.exp(-top_rho)
     has_deadline = np.isfinite(deadline_ms) and 0.0 < deadline_ms <= MAX_DEADLINE_MS
+    u_edge = next_below(basis, u_seen) if np.isfinite(u_seen) else math.inf
     for k in range(n):
-        lk = c0 * basis[k, 0] + c1 * basis[k, 1] + (cm * basis[k, 2] if two else 0.0)
+        lk = log_ratio_at(basis[k, 0], c0, c1, u_edge)
+        if two:
+            lk += cm * basis[k, 2]
         t = t_now * math.exp(lk - lnow)
         out[OUT_T, k] = t
         vn = 0.0
@@ -927,10 +958,15 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
                       / (n_err + ERR_PRIOR_PAIRS))
     basis, bnow = v["basis"], v["bnow"]
     t_now = sc[T_PREV]
-    t = t_now * np.exp(basis @ coef - float(bnow @ coef))
+    u_seen = v["slot_meta"][slot, U_SEEN] if slot >= 0 else math.inf
+    u_edge = next_below.py_func(basis, u_seen) if np.isfinite(u_seen) else math.inf
+    lk = np.array([log_ratio_at.py_func(float(u), coef[0], coef[1], u_edge)
+                   for u in basis[:, 0]])
+    if two:
+        lk = lk + coef[2] * basis[:, 2]
+    t = t_now * np.exp(lk - float(bnow @ coef))
     dn = basis - bnow
     out[OUT_T] = t
-    u_seen = v["slot_meta"][slot, U_SEEN] if slot >= 0 else math.inf
     ext = FORM_SLOPE * np.maximum(basis[:, 0] - u_seen, 0.0)
     out[OUT_SD_NOW] = np.sqrt(sigma**2 * (1.0 + np.maximum(
         np.einsum("kb,bc,kc->k", dn, q, dn), 0.0)) + ext**2)

@@ -9,7 +9,8 @@ cubes). C drives the counters linearly and sets the lowest clock at which the fr
 vsync period, `need`: linear in C between f_min·R^x_lo (C = 1) and f_min·R^x_hi (C = 64), R the
 table's f_max/f_min. Positions x are in the table's own log-range, so "light" means "fits at the
 lowest level" on every table, and "heavy" "needs the top levels". Frame time at clock f is then
-t(f) = t_max·((1 − m)·f_max/f + m) with t(need) = the frame period.
+t(f) = t_max·((1 − m)·S(f) + m·M(f)) with t(need) = the frame period, S and M the table's scalable
+and memory time curves (`govd.sim.levels`; 1/f and 1 on the hand-set tables).
 
 - `rendering-test`: seed §V-C: 5 s of random complexity, then the sawtooth C = 1, 2, …, 64,
   repeated (the seed also changed the clock each tooth; here the clock is the governor's to pick).
@@ -107,7 +108,8 @@ def graphics_units(rng: np.random.Generator, table: LevelTable, complexity: Floa
     need_lo, need_hi = (f[0] * ratio**x for x in need_position)
     need_mhz = need_lo + (need_hi - need_lo) * (complexity - 1) / (MAX_COMPLEXITY - 1)
     period_ms = 1000.0 / fps
-    time_at_max = period_ms / ((1 - memory_share) * f[-1] / need_mhz + memory_share)
+    time_at_max = period_ms / ((1 - memory_share) * table.scalable_at(need_mhz)
+                               + memory_share * table.memory_at(need_mhz))
     n = complexity.size
     counters = {
         # vertex-shader work and pixels failing the Z test follow the content, not the clock

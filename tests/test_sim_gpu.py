@@ -40,7 +40,7 @@ def test_time_falls_and_power_rises_with_the_clock(scenario: str, levels: str) -
     assert np.all(np.median(np.diff(np.log(table.time_ms), axis=1), axis=0) < 0)
     assert np.all(np.median(np.diff(np.log(table.power_w), axis=1), axis=0) > 0)
     assert table.busy is not None and np.all((table.busy > 0) & (table.busy <= 1))
-    assert table.time_ms.shape == (table.units, LEVEL_TABLES[levels].freqs_mhz.size)
+    assert table.time_ms.shape == (table.units, LEVEL_TABLES[levels].core_levels().freqs_mhz.size)
 
 
 def test_power_stays_in_each_tables_realistic_range() -> None:
@@ -53,18 +53,25 @@ def test_power_stays_in_each_tables_realistic_range() -> None:
 
 def test_voltage_rises_and_is_convex_near_the_top() -> None:
     for table in LEVEL_TABLES.values():
+        if table.volts is None:  # fitted: voltage relative only, as the data give it
+            continue
         volts = table.volts
         assert np.all(np.diff(volts) > 0)
         slopes = np.diff(volts) / np.diff(table.freqs_mhz)
         assert slopes[-1] > slopes[0]
 
 
-@pytest.mark.parametrize("levels", sorted(LEVEL_TABLES))
+HAND_SET = sorted(name for name, t in LEVEL_TABLES.items() if not t.provenance.get("fit"))
+
+
+# on fitted tables the optimum is wherever the measured hardware puts it (on the boost-only
+# GeForce grids often the top): that is a finding, reported by bench_sim, not a property to pin
+@pytest.mark.parametrize("levels", HAND_SET)
 @pytest.mark.parametrize("scenario", ["game-heavy", "game-medium", "gpgpu"])
 def test_energy_optimal_level_is_neither_always_lowest_nor_always_highest(
         scenario: str, levels: str) -> None:
     best = _energy_optimal_level(simulate(scenario, levels, 0.5, seed=3))
-    top = LEVEL_TABLES[levels].freqs_mhz.size - 1
+    top = LEVEL_TABLES[levels].core_levels().freqs_mhz.size - 1
     assert np.mean(best == 0) < 0.5
     assert np.mean(best == top) < 0.5
     assert np.unique(best).size >= 3

@@ -15,18 +15,22 @@ GPUs:
   877 MHz (not written: one clock domain). `time` is taken to be ms (the source states no unit; its
   values are consistent with ms). Counters: the DCGM activities DRAMA, FP16A, FP32A, FP64A, SMACT,
   SMOCC, TENSO (0..1).
+- `gtx1080ti`, `rtx2070s`: `../hkbu/*-dvfs-real-performance-power.csv` (same authors, time, nvprof
+  counters and power in one file), core × memory grids in the boost range only.
 - `gtx980`: `gtx980-dvfs-performance.csv` (time/ms and nvprof counters) joined with
   `gtx980-dvfs-power.csv` (power/W) on appName, coreF, memF, argNo. Levels are the (core, memory)
   pairs where both exist (core and memory 500…1000 MHz, a 6 × 6 grid), written with
   `mem_freq_mhz`; kernels lacking any pair are left out. Counters: the numeric nvprof columns.
 
 Idle power is an assumption (the data hold none): 40 W for the V100 (a Tesla V100 at idle with
-clocks up), 15 W for the GTX 980; written as `# idle_power_w` with `# idle_power_note`.
+clocks up), 15 W for the GTX 980, 10 W for the GeForce 1080 Ti and 2070 Super (desktop idle);
+written as `# idle_power_w` with `# idle_power_note`.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +165,9 @@ def _numeric(rows: list[dict[str, str]], column: str) -> bool:
     return True
 
 
+HKBU_COMMITS = {"gtx1080ti": "HKBU-HPML/GPU-DVFS-Job-Schedule 7ae3c9c",
+                "rtx2070s": "HKBU-HPML/GPU-DVFS-Job-Schedule 7ae3c9c"}
+"""Upstream commit of the HKBU files (their README)."""
 GPUS: dict[str, Callable[[Path], GpuData]] = {
     "v100": load_v100,
     "gtx980": load_gtx980,
@@ -191,8 +198,11 @@ def kernel_sweep(gpu: str, data_dir: Path) -> SweepTable:
     if not Path(data_dir).is_dir():
         raise NvDvfsError(f"{data_dir}: no nv-dvfs data folder (see DESIGN §8)")
     data = GPUS[gpu](Path(data_dir))
+    folder = hkbu_dir(data_dir) if gpu in HKBU_COMMITS else Path(data_dir)
     meta = {
         "source": f"{', '.join(data.files)} (one unit per kernel, as measured)",
+        "source_sha256": " ".join(_sha256(folder / name) for name in data.files),
+        "source_commit": HKBU_COMMITS.get(gpu, "NV-DVFS-Benchmark (commit not recorded)"),
         "gpu": gpu,
         "kernels": " ".join(k.replace(" ", "_") for k in data.kernels),
         "idle_power_w": f"{data.idle_power_w:g}",
@@ -203,6 +213,11 @@ def kernel_sweep(gpu: str, data_dir: Path) -> SweepTable:
                       mem_levels_mhz=None if data.mem_levels_mhz is None
                       else data.mem_levels_mhz.copy(),
                       counters={k: v.copy() for k, v in data.counters.items()}, meta=meta)
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def sweep_from_data(data: GpuData, gpu: str, minutes: float, seed: int = 0) -> SweepTable:

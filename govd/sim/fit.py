@@ -13,11 +13,15 @@ dynamic core power per core clock, C_dyn·f·V²; M the memory power per memory 
 one clock domain). With one clock domain h is free per core level: the V100's memory-bound time
 grows at low core clocks (its L2 and crossbar share the core clock), which a constant cannot follow.
 
-The fit minimises the squared *relative* error (what MAPE measures) by alternating least squares:
-unit parameters for fixed curves (a small linear problem per unit), then the curves for fixed unit
-parameters (one linear problem), non-negative throughout. Held-out error: k-fold over units, the
-curves fitted on the other folds and each held-out unit's own five parameters fitted to it with the
-curves frozen, so it measures whether the hardware curves carry over to work they never saw.
+The fit minimises the squared *relative* error (what MAPE measures). Time: bounded non-linear least
+squares (scipy) over the curves and every unit's a, b, e together, from the physical shapes. Power:
+alternating least squares, unit parameters for fixed curves (a small linear problem per unit), then
+the curves for fixed unit parameters (one linear problem), non-negative throughout. A weak prior
+keeps the time curves near 1/f where the data leave their shape open (`PRIOR_WEIGHT`).
+
+Held-out error: k-fold over units, the curves fitted on the other folds and each held-out unit's
+own five parameters fitted to it with the curves frozen, so it measures whether the hardware
+curves carry over to work they never saw.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.optimize import least_squares
 
 from govd.formats.sweep import SweepTable
 from govd.sim.levels import FloatArray, LevelTable
@@ -36,8 +41,9 @@ MAX_ITERATIONS = 400
 TOLERANCE = 1e-10
 """Stop when the relative squared error improves by less than this between iterations."""
 FLOOR = 1e-12
-PRIOR_WEIGHT = 0.03
-"""Weight of the pull of the time curves towards 1/f (per √unit, against relative errors)."""
+PRIOR_WEIGHT = 0.01
+"""Weight of the pull of log g and log h towards the physical shapes, against relative errors:
+a 1 % error anywhere outweighs a 100 % departure of one level from 1/f."""
 
 
 class FitError(ValueError):
@@ -135,24 +141,6 @@ def _one_hot_rows(index: np.ndarray, n_units: int, width: int, scale: FloatArray
     return rows
 
 
-def _curves_time(cv: Curves, up: UnitParams, time: FloatArray) -> None:
-    """g and h for fixed unit parameters. A weak prior pulls them towards the physical shapes
-    (`Curves.g_prior`, `h_prior`): a·g + b·h + e can trade a constant between g, h and e, and the
-    prior picks, among equally good fits, the one closest to "cycles over clock"."""
-    n = time.shape[0]
-    w = (1.0 / time).ravel()
-    design = np.hstack([_one_hot_rows(cv.core_index, n, cv.g.size, up.a),
-                        _one_hot_rows(cv.memtime_index, n, cv.h.size, up.b)]) * w[:, None]
-    target = (time - up.e[:, None]).ravel() * w
-    strength = PRIOR_WEIGHT * np.sqrt(n)
-    prior_rows = np.eye(cv.g.size + cv.h.size) * strength
-    prior_target = np.concatenate([cv.g_prior, cv.h_prior]) * strength
-    sol = np.linalg.lstsq(np.vstack([design, prior_rows]),
-                          np.concatenate([target, prior_target]), rcond=None)[0]
-    cv.g = np.maximum(sol[:cv.g.size], FLOOR)
-    cv.h = np.maximum(sol[cv.g.size:], FLOOR)
-
-
 def _curves_power(cv: Curves, up: UnitParams, power: FloatArray) -> None:
     n = power.shape[0]
     w = (1.0 / power).ravel()
@@ -190,10 +178,10 @@ def fit_curves(sweep: SweepTable) -> tuple[Curves, UnitParams]:
     if not (np.all(time > 0) and np.all(power > 0)):
         raise FitError("every time and power must be positive")
     cv = _initial_curves(sweep)
+    _fit_time_curves(cv, time)
     previous = np.inf
     for _ in range(MAX_ITERATIONS):
         up = unit_params(cv, time, power)
-        _curves_time(cv, up, time)
         _curves_power(cv, up, power)
         _normalise(cv, up)
         t, p = predict(cv, unit_params(cv, time, power))
@@ -204,11 +192,38 @@ def fit_curves(sweep: SweepTable) -> tuple[Curves, UnitParams]:
     return cv, unit_params(cv, time, power)
 
 
+def _fit_time_curves(cv: Curves, time: FloatArray) -> None:
+    """g and h (1 at their top clock) by bounded non-linear least squares on the relative error,
+    jointly with every unit's a, b, e >= 0, starting from the physical shapes. A weak prior
+    (`PRIOR_WEIGHT` per level on log g and log h) picks, among fits of equal error (a·g + b·h + e
+    can trade shape between its terms), the one closest to those shapes."""
+    n = time.shape[0]
+    ng, nh = cv.g.size - 1, cv.h.size - 1
+    log_g_prior, log_h_prior = np.log(cv.g_prior[:-1]), np.log(cv.h_prior[:-1])
+    a0, b0, e0 = _unit_time(cv, time)
+
+    def unpack(x: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray,
+                                       FloatArray]:
+        g = np.exp(np.append(x[:ng], 0.0))
+        h = np.exp(np.append(x[ng:ng + nh], 0.0))
+        a, b, e = x[ng + nh:].reshape(3, n)
+        return g, h, a, b, e
+
+    def residuals(x: FloatArray) -> FloatArray:
+        g, h, a, b, e = unpack(x)
+        model = a[:, None] * g[cv.core_index] + b[:, None] * h[cv.memtime_index] + e[:, None]
+        prior = PRIOR_WEIGHT * np.concatenate([x[:ng] - log_g_prior,
+                                               x[ng:ng + nh] - log_h_prior])
+        return np.concatenate([(model / time - 1).ravel(), prior])
+
+    x0 = np.concatenate([log_g_prior, log_h_prior, a0, b0, e0])
+    lower = np.concatenate([np.full(ng + nh, -np.inf), np.zeros(3 * n)])
+    result = least_squares(residuals, x0, bounds=(lower, np.inf), x_scale="jac")
+    cv.g, cv.h, *_ = unpack(result.x)
+
+
 def _normalise(cv: Curves, up: UnitParams) -> None:
-    """g and h 1 at their top clock; the most active unit's α and β 1 (the scale moves to
-    D and M)."""
-    cv.g = cv.g / cv.g[-1]
-    cv.h = cv.h / cv.h[-1]
+    """The most active unit's α and β 1 (the scale moves to D and M)."""
     cv.d = cv.d * max(float(up.alpha.max()), FLOOR)
     cv.m = cv.m * max(float(up.beta.max()), FLOOR)
 

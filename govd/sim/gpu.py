@@ -8,8 +8,8 @@ at every level of a level table (`govd.sim.levels`):
   complexity says) and a per-(unit, level) measurement noise (σ = 0.5 %). The noise is small and
   independent of the level so that an oracle that knows the future cannot gain by reading noise
   (a slower level is never faster by chance by more than the noise);
-- power: the table's model with core activity = activity × the scalable share of the time at f, and
-  memory activity rising with the memory-bound share, times 1 % noise;
+- power: the table's model with the unit's core activity, and its memory activity rising with its
+  memory-bound share (both the same at every level, as fitted on measured kernels), times 1 % noise;
 - busy: for graphics, the share of the vsync period the GPU is awake, min(1, t/T); for compute,
   t/(t + launch gap);
 - counters: the scenario's frequency-independent ones with 0.5 % measurement noise per level, and a
@@ -68,9 +68,10 @@ def simulate(scenario: str, levels: str | LevelTable = "seed9", minutes: float =
     common = rng.lognormal(0.0, UNIT_VARIATION_SIGMA, (n, 1))
     noise = rng.lognormal(0.0, TIME_NOISE_SIGMA, (n, n_levels))
     time_ms = (scalable_ms + memory_ms) * common * noise
-    scalable_fraction = scalable_ms / (scalable_ms + memory_ms)
-    core_activity = units.core_activity[:, None] * scalable_fraction
-    mem_activity = 0.15 + 0.85 * (1 - scalable_fraction)
+    # activities are the unit's own, the same at every level: the form `govd sim fit` validated on
+    # the measured kernels (a per-level activity following the time split fits them worse)
+    core_activity = units.core_activity[:, None]
+    mem_activity = 0.15 + 0.85 * share
     power_w = table.power_w(core_activity, mem_activity)
     power_w *= rng.lognormal(0.0, POWER_NOISE_SIGMA, (n, n_levels))
     if units.target_fps is not None:

@@ -5,6 +5,7 @@
     govd sim from-nvdvfs --gpu v100|gtx980|gtx1080ti|rtx2070s [--data DIR] --minutes M -o F
     govd sim from-nvdvfs --gpu GPU --kernels -o F       (one unit per measured kernel: fit input)
     govd sim fit SWEEP... --name NAME [--idle-w W] [--folds K] -o TABLE.json
+    govd sim fit-games [MLGOV_CSV] -o GAMES.json
 
 `fit` turns a measured sweep (yours, from `govd measure`, or the nv-dvfs data) into a level table;
 `sweep --levels TABLE.json` then simulates it.
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -66,6 +68,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     fit.add_argument("--folds", type=int, default=5, help="k of the held-out k-fold over units")
     fit.add_argument("-o", "--output", required=True, type=Path, help="level table to write")
     fit.set_defaults(func=_fit)
+
+    games = sub.add_parser("fit-games", help="fit the game model to measured FPS-vs-clock curves")
+    games.add_argument("data", nargs="?", type=Path, default=None,
+                       help="mlgov games-fps-vs-gpu-clock.csv (default ../shared/data/mlgov/)")
+    games.add_argument("-o", "--output", required=True, type=Path, help="JSON file to write")
+    games.set_defaults(func=_fit_games)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -163,6 +171,24 @@ def _fit(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     for line in describe_table(table):
         print(f"{args.output}: {line}", file=sys.stderr)
+    return 0
+
+
+def _fit_games(args: argparse.Namespace) -> int:
+    from govd.sim.games import GamesDataError, default_data_file, fit_games
+
+    try:
+        fitted = fit_games(args.data if args.data is not None else default_data_file())
+    except GamesDataError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        args.output.write_text(json.dumps(fitted, indent=1) + "\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    prov = fitted["provenance"]
+    print(f"{args.output}: {len(fitted['games'])} games, curve error median "
+          f"{prov['median_curve_error_pct']:.2f} %, max {prov['max_curve_error_pct']:.2f} %",
+          file=sys.stderr)
     return 0
 
 

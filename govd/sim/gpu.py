@@ -26,7 +26,7 @@ import numpy as np
 from govd.formats.sweep import SweepTable
 from govd.sim.compute import LAUNCH_GAP_MS, gpgpu
 from govd.sim.levels import LevelTable, level_table
-from govd.sim.scenarios import GRAPHICS, ScenarioFn
+from govd.sim.scenarios import GRAPHICS, ScenarioFn, Units
 
 UNIT_VARIATION_SIGMA = 0.03
 """Per-unit variation of the time common to every level (σ of a lognormal)."""
@@ -57,6 +57,14 @@ def simulate(scenario: str, levels: str | LevelTable = "seed9", minutes: float =
     table = (level_table(levels) if isinstance(levels, str) else levels).core_levels()
     rng = np.random.default_rng(seed)
     units = SCENARIOS[scenario][1](rng, table, minutes)
+    return sweep_of_units(rng, table, units, {"scenario": scenario, "seed": str(seed),
+                                              "minutes": f"{minutes:g}"})
+
+
+def sweep_of_units(rng: np.random.Generator, table: LevelTable, units: Units,
+                   meta: dict[str, str]) -> SweepTable:
+    """Every unit of `units` measured at every level of the one-domain `table` (module docstring),
+    noise drawn from `rng`; `meta` is added to the table's metadata."""
     f = table.freqs_mhz[None, :]
     n, n_levels = units.time_at_max_ms.size, f.size
     t_max = units.time_at_max_ms[:, None]
@@ -85,10 +93,8 @@ def simulate(scenario: str, levels: str | LevelTable = "seed9", minutes: float =
     counters[units.busy_counter] = time_ms * f * 1e3
     meta = {
         "source": "govd sim",
-        "scenario": scenario,
-        "seed": str(seed),
+        **meta,
         "levels": table.name,
-        "minutes": f"{minutes:g}",
         "idle_power_w": f"{table.idle_power_w:g}",
         **units.meta,
     }

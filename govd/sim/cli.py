@@ -129,25 +129,19 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _from_nvdvfs(args: argparse.Namespace) -> int:
     data = args.data if args.data is not None else default_data_dir()
-    if args.kernels:
-        try:
-            table = kernel_sweep(args.gpu, data)
-        except NvDvfsError as exc:
-            raise UsageError(str(exc)) from None
-        _write(args.output, table)
-        print(f"{args.output}: {table.units} kernels x {table.levels_mhz.size} levels "
-              f"({args.gpu}, as measured)", file=sys.stderr)
-        return 0
-    if args.minutes is None:
-        raise UsageError("--minutes is required (or --kernels)")
-    _check_minutes(args.minutes)
+    if not args.kernels:
+        if args.minutes is None:
+            raise UsageError("--minutes is required (or --kernels)")
+        _check_minutes(args.minutes)
     try:
-        table = nvdvfs_sweep(args.gpu, data, args.minutes, args.seed)
+        table = (kernel_sweep(args.gpu, data) if args.kernels
+                 else nvdvfs_sweep(args.gpu, data, args.minutes, args.seed))
     except NvDvfsError as exc:
         raise UsageError(str(exc)) from None
     _write(args.output, table)
-    print(f"{args.output}: {table.units} kernel launches x {table.levels_mhz.size} levels "
-          f"({args.gpu}, seed {args.seed})", file=sys.stderr)
+    what = ("kernels", "as measured") if args.kernels else ("kernel launches", f"seed {args.seed}")
+    print(f"{args.output}: {table.units} {what[0]} x {table.levels_mhz.size} levels "
+          f"({args.gpu}, {what[1]})", file=sys.stderr)
     return 0
 
 

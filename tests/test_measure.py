@@ -71,8 +71,9 @@ def test_frame_socket_sweep_records_the_frames_gpu_time(live, tmp_path: Path) ->
     assert np.median(sweep.time_ms[:, 0]) > np.median(sweep.time_ms[:, -1])
 
 
-def test_ctrl_c_mid_sweep_stops_the_workload_and_restores_the_device(
-        live, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_mid_sweep_stops_the_workload_and_restores_the_device(
+        live, tmp_path: Path, signum: int) -> None:  # type: ignore[no-untyped-def]
     root, _ = live
     before = _controls(root)
     marker = tmp_path / "running"
@@ -85,7 +86,7 @@ def test_ctrl_c_mid_sweep_stops_the_workload_and_restores_the_device(
         env=govd_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wait_for(marker.exists, "the workload to start", process)
     assert _controls(root) != before  # measure holds a level
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     _, err = process.communicate(timeout=30)
     assert process.returncode == 130
     assert b"interrupted" in err and b"Traceback" not in err

@@ -114,3 +114,22 @@ def test_shipped_table_is_what_the_fit_makes_of_the_data(gpu: str, tmp_path: Pat
     for key in ("time_mape_pct", "power_mape_pct", "heldout_time_mape_pct"):
         assert refit.provenance["fit"][key] == pytest.approx(shipped.provenance["fit"][key],
                                                              abs=0.01)
+
+
+def test_sweeps_with_other_levels_cannot_be_pooled(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    a, b = _synthetic_sweep(), _synthetic_sweep(seed=1)
+    b.levels_mhz = b.levels_mhz * 1.1
+    write_sweep(tmp_path / "a.csv", a)
+    write_sweep(tmp_path / "b.csv", b)
+    status = main(["sim", "fit", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--name", "x",
+                   "-o", str(tmp_path / "t.json")])
+    assert status == 2
+    assert "levels differ" in capsys.readouterr().err
+
+
+def test_pooled_sweeps_fit_every_unit(tmp_path: Path) -> None:
+    write_sweep(tmp_path / "a.csv", _synthetic_sweep(units=6))
+    write_sweep(tmp_path / "b.csv", _synthetic_sweep(units=7, seed=2))
+    assert main(["sim", "fit", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--name", "x",
+                 "-o", str(tmp_path / "t.json")]) == 0
+    assert read_table(tmp_path / "t.json").provenance["fit"]["units"] == 13

@@ -233,10 +233,10 @@ def pool_sweeps(sweeps: list[SweepTable]) -> SweepTable:
     metadata and path are the first sweep's, with every path named in `source` when several."""
     first = sweeps[0]
     for other in sweeps[1:]:
+        mine, theirs = first.mem_levels_mhz, other.mem_levels_mhz
         same = (np.array_equal(other.levels_mhz, first.levels_mhz)
-                and (other.mem_levels_mhz is None) == (first.mem_levels_mhz is None)
-                and (first.mem_levels_mhz is None
-                     or np.array_equal(other.mem_levels_mhz, first.mem_levels_mhz)))
+                and (mine is None) == (theirs is None)
+                and (mine is None or theirs is None or np.array_equal(mine, theirs)))
         if not same:
             raise FitError(f"{other.path}: levels differ from {first.path}'s")
     if len(sweeps) == 1:

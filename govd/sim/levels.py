@@ -113,13 +113,19 @@ def table_from_dict(data: dict[str, Any], where: str) -> LevelTable:
         n = freqs.size
         if n < 2 or np.any(np.diff(freqs) < 0) or freqs[0] <= 0:
             raise LevelTableError(f"{where}: freqs_mhz must hold >= 2 positive ascending clocks")
-        arrays = {key: _array(data, key, where, n) for key in PER_LEVEL}
+        per_level = {key: _array(data, key, where, n) for key in PER_LEVEL}
         optional = {key: _array(data, key, where, n) if data.get(key) is not None else None
                     for key in ("volts", "volts_rel", "mem_freqs_mhz")}
         static_w, idle_w = float(data["static_power_w"]), float(data["idle_power_w"])
         table = LevelTable(name=str(data["name"]), description=str(data.get("description", "")),
                            freqs_mhz=freqs, static_power_w=static_w, idle_power_w=idle_w,
-                           provenance=dict(data.get("provenance", {})), **arrays, **optional)
+                           provenance=dict(data.get("provenance", {})),
+                           scalable_time=per_level["scalable_time"],
+                           memory_time=per_level["memory_time"],
+                           core_power_w=per_level["core_power_w"],
+                           mem_power_w=per_level["mem_power_w"], volts=optional["volts"],
+                           volts_rel=optional["volts_rel"],
+                           mem_freqs_mhz=optional["mem_freqs_mhz"])
     except KeyError as exc:
         raise LevelTableError(f"{where}: missing field {exc}") from None
     except (TypeError, ValueError) as exc:

@@ -43,12 +43,12 @@ TARGETS = {
 }
 
 
-def run_suite(minutes: float, seed: int) -> list[dict]:
+def run_suite(minutes: float, seed: int, levels: str = "seed9") -> list[dict]:
     """Every policy (energy with RLS and with DCD-RLS) over each simulated scenario."""
     target = Target(fps=60)
     sweeps = []
     for name in SUITE:
-        sweep = simulate(name, "seed9", minutes, seed)
+        sweep = simulate(name, levels, minutes, seed)
         sweep.path = name
         sweeps.append(sweep)
     records = []
@@ -132,9 +132,10 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=5.0, help="per simulated scenario")
     parser.add_argument("--v100-minutes", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--levels", default="seed9", help="level table of the simulated suite")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "policies.json"))
     args = parser.parse_args()
-    suite = run_suite(args.minutes, args.seed)
+    suite = run_suite(args.minutes, args.seed, args.levels)
     print("simulated suite, 60 FPS:")
     print(table(suite))
     v100 = run_v100(args.v100_minutes, args.seed)
@@ -148,7 +149,7 @@ def main() -> int:
     result = {
         "command": "python bench/bench_policies.py "
                    f"--minutes {args.minutes:g} --v100-minutes {args.v100_minutes:g} "
-                   f"--seed {args.seed}",
+                   f"--seed {args.seed} --levels {args.levels}",
         "machine": {"arch": platform.machine(), "python": platform.python_version(),
                     "cpus": __import__("os").cpu_count()},
         "targets": TARGETS,

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "select-features": "govd.eval.features_cli",
     "fit-prior": "govd.eval.prior_cli",
     "sim": "govd.sim.cli",
+    "measure": "govd.measure.cli",
 }
 """Sub-command name → the module that registers it (a module may register several)."""
 

@@ -3,10 +3,13 @@
 `simulate()` draws a scenario's units (`govd.sim.scenarios`, `govd.sim.compute`) and measures each
 at every level of a level table (`govd.sim.levels`):
 
-- time: t(f) = t_max·((1 − m)·f_max/f + m), times run-to-run noise (lognormal, σ = 3 %) drawn per
-  (unit, level): the same frame rendered twice does not take the same time (seed 000 Fig. 3);
-- power: the table's model with core activity = activity × the scalable share of the time at f, and
-  memory activity rising with the memory-bound share, times 1 % noise;
+- time: t(l) = t_max·((1 − m)·scalable_time[l] + m·memory_time[l]) (the table's curves), times a
+  per-unit variation common to every level (lognormal, σ = 3 %: a frame's cost beyond what its
+  complexity says) and a per-(unit, level) measurement noise (σ = 0.5 %). The noise is small and
+  independent of the level so that an oracle that knows the future cannot gain by reading noise
+  (a slower level is never faster by chance by more than the noise);
+- power: the table's model with the unit's core activity, and its memory activity rising with its
+  memory-bound share (both the same at every level, as fitted on measured kernels), times 1 % noise;
 - busy: for graphics, the share of the vsync period the GPU is awake, min(1, t/T); for compute,
   t/(t + launch gap);
 - counters: the scenario's frequency-independent ones with 0.5 % measurement noise per level, and a
@@ -23,10 +26,14 @@ import numpy as np
 from govd.formats.sweep import SweepTable
 from govd.sim.compute import LAUNCH_GAP_MS, gpgpu
 from govd.sim.levels import LevelTable, level_table
-from govd.sim.scenarios import GRAPHICS, ScenarioFn
+from govd.sim.scenarios import GRAPHICS, ScenarioFn, Units
 
-TIME_NOISE_SIGMA = 0.03
+UNIT_VARIATION_SIGMA = 0.03
+"""Per-unit variation of the time common to every level (σ of a lognormal)."""
+TIME_NOISE_SIGMA = 0.005
+"""Per-(unit, level) measurement noise of the time (σ of a lognormal): 0.5 %."""
 POWER_NOISE_SIGMA = 0.01
+"""Per-(unit, level) measurement noise of the power: 1 %."""
 COUNTER_NOISE_SIGMA = 0.005
 
 SCENARIOS: dict[str, tuple[str, ScenarioFn]] = {
@@ -47,20 +54,32 @@ def simulate(scenario: str, levels: str | LevelTable = "seed9", minutes: float =
         raise KeyError(f"unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})")
     if not minutes > 0:
         raise ValueError(f"minutes must be positive, got {minutes}")
-    table = level_table(levels) if isinstance(levels, str) else levels
+    table = (level_table(levels) if isinstance(levels, str) else levels).core_levels()
     rng = np.random.default_rng(seed)
     units = SCENARIOS[scenario][1](rng, table, minutes)
+    return sweep_of_units(rng, table, units, {"scenario": scenario, "seed": str(seed),
+                                              "minutes": f"{minutes:g}"})
+
+
+def sweep_of_units(rng: np.random.Generator, table: LevelTable, units: Units,
+                   meta: dict[str, str]) -> SweepTable:
+    """Every unit of `units` measured at every level of the one-domain `table` (module docstring),
+    noise drawn from `rng`; `meta` is added to the table's metadata."""
     f = table.freqs_mhz[None, :]
     n, n_levels = units.time_at_max_ms.size, f.size
     t_max = units.time_at_max_ms[:, None]
     share = units.memory_share[:, None]
-    scalable_ms = t_max * (1 - share) * table.freqs_mhz[-1] / f
-    memory_ms = t_max * share
+    scalable_ms = t_max * (1 - share) * table.scalable_time
+    memory_ms = t_max * share * table.memory_time
+    # one draw per unit, shared by every level: the unit's own cost (what the scenario's counters
+    # do not explain), then a small measurement noise per (unit, level)
+    common = rng.lognormal(0.0, UNIT_VARIATION_SIGMA, (n, 1))
     noise = rng.lognormal(0.0, TIME_NOISE_SIGMA, (n, n_levels))
-    time_ms = (scalable_ms + memory_ms) * noise
-    scalable_fraction = scalable_ms / (scalable_ms + memory_ms)
-    core_activity = units.core_activity[:, None] * scalable_fraction
-    mem_activity = 0.15 + 0.85 * (1 - scalable_fraction)
+    time_ms = (scalable_ms + memory_ms) * common * noise
+    # activities are the unit's own, the same at every level: the form `govd sim fit` validated on
+    # the measured kernels (a per-level activity following the time split fits them worse)
+    core_activity = units.core_activity[:, None]
+    mem_activity = 0.15 + 0.85 * share
     power_w = table.power_w(core_activity, mem_activity)
     power_w *= rng.lognormal(0.0, POWER_NOISE_SIGMA, (n, n_levels))
     if units.target_fps is not None:
@@ -74,14 +93,13 @@ def simulate(scenario: str, levels: str | LevelTable = "seed9", minutes: float =
     counters[units.busy_counter] = time_ms * f * 1e3
     meta = {
         "source": "govd sim",
-        "scenario": scenario,
-        "seed": str(seed),
+        **meta,
         "levels": table.name,
-        "minutes": f"{minutes:g}",
         "idle_power_w": f"{table.idle_power_w:g}",
-        "voltage_v": " ".join(f"{v:.4f}" for v in table.volts),
         **units.meta,
     }
+    if table.volts is not None:
+        meta["voltage_v"] = " ".join(f"{v:.4f}" for v in table.volts)
     if units.target_fps is not None:
         meta["target_fps"] = f"{units.target_fps:g}"
     return SweepTable(levels_mhz=table.freqs_mhz.copy(), time_ms=time_ms, power_w=power_w,

@@ -49,7 +49,7 @@ class LiveGpu:
 
     def __init__(self, root: Path, socket_path: str | None, scenario: str, levels: str = "seed9",
                  seed: int = 0) -> None:
-        self.table = level_table(levels)
+        self.table = level_table(levels).core_levels()
         self.scenario, self.seed = scenario, seed
         self.levels_hz = [round(f * 1e6) for f in self.table.freqs_mhz]
         self.tree = DevfreqTree(root, self.levels_hz)

@@ -15,18 +15,23 @@ GPUs:
   877 MHz (not written: one clock domain). `time` is taken to be ms (the source states no unit; its
   values are consistent with ms). Counters: the DCGM activities DRAMA, FP16A, FP32A, FP64A, SMACT,
   SMOCC, TENSO (0..1).
+- `gtx1080ti`, `rtx2070s`: `../hkbu/*-dvfs-real-performance-power.csv` (same authors, time, nvprof
+  counters and power in one file), core × memory grids in the boost range only.
 - `gtx980`: `gtx980-dvfs-performance.csv` (time/ms and nvprof counters) joined with
   `gtx980-dvfs-power.csv` (power/W) on appName, coreF, memF, argNo. Levels are the (core, memory)
   pairs where both exist (core and memory 500…1000 MHz, a 6 × 6 grid), written with
   `mem_freq_mhz`; kernels lacking any pair are left out. Counters: the numeric nvprof columns.
 
 Idle power is an assumption (the data hold none): 40 W for the V100 (a Tesla V100 at idle with
-clocks up), 15 W for the GTX 980; written as `# idle_power_w` with `# idle_power_note`.
+clocks up), 15 W for the GTX 980, 10 W for the GeForce 1080 Ti and 2070 Super (desktop idle);
+written as `# idle_power_w` with `# idle_power_note`.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,14 +122,38 @@ def load_gtx980(data_dir: Path) -> GpuData:
     joined = [{**r, "power/W": watts[k]} for r in perf if (k := tuple(r[c] for c in join)) in watts]
     if not joined:
         raise NvDvfsError(f"{perf_path}: no rows match {power_path.name} on {', '.join(join)}")
-    counters = [c for c in perf[0] if c not in GTX980_NOT_COUNTERS and _numeric(perf, c)]
-    kernels, levels, arrays = _grid(perf_path, joined, ("appName", "argNo"), ("coreF", "memF"),
+    return _nvprof_grid(perf_path, joined, idle_power_w=15.0,
+                        files=(perf_path.name, power_path.name))
+
+
+def _nvprof_grid(path: Path, rows: list[dict[str, str]], idle_power_w: float,
+                 files: tuple[str, ...]) -> GpuData:
+    """(core, memory) grid of nvprof-style rows with `time/ms`, `power/W` and counter columns."""
+    counters = [c for c in rows[0] if c not in GTX980_NOT_COUNTERS and c != "power/W"
+                and c and _numeric(rows, c)]
+    kernels, levels, arrays = _grid(path, rows, ("appName", "argNo"), ("coreF", "memF"),
                                     ["time/ms", "power/W", *counters])
     return GpuData(levels_mhz=np.array([lv[0] for lv in levels]),
                    mem_levels_mhz=np.array([lv[1] for lv in levels]),
                    time_ms=arrays["time/ms"], power_w=arrays["power/W"],
                    counters={c: arrays[c] for c in counters}, kernels=kernels,
-                   idle_power_w=15.0, files=(perf_path.name, power_path.name))
+                   idle_power_w=idle_power_w, files=files)
+
+
+def _hkbu_loader(file_name: str, idle_power_w: float) -> Callable[[Path], GpuData]:
+    """Loader of one HKBU file (`../shared/data/hkbu/`): time, counters and power in one CSV."""
+    def load(data_dir: Path) -> GpuData:
+        path = hkbu_dir(data_dir) / file_name
+        rows = _rows(path)
+        if not rows:
+            raise NvDvfsError(f"{path}: no rows")
+        return _nvprof_grid(path, rows, idle_power_w, (file_name,))
+    return load
+
+
+def hkbu_dir(data_dir: Path) -> Path:
+    """The HKBU folder beside the nv-dvfs folder `data_dir` (both under ../shared/data)."""
+    return Path(data_dir).parent / "hkbu"
 
 
 def _numeric(rows: list[dict[str, str]], column: str) -> bool:
@@ -136,7 +165,16 @@ def _numeric(rows: list[dict[str, str]], column: str) -> bool:
     return True
 
 
-GPUS = {"v100": load_v100, "gtx980": load_gtx980}
+HKBU_COMMITS = {"gtx1080ti": "HKBU-HPML/GPU-DVFS-Job-Schedule 7ae3c9c",
+                "rtx2070s": "HKBU-HPML/GPU-DVFS-Job-Schedule 7ae3c9c"}
+"""Upstream commit of the HKBU files (their README)."""
+GPUS: dict[str, Callable[[Path], GpuData]] = {
+    "v100": load_v100,
+    "gtx980": load_gtx980,
+    # idle: GeForce cards of this class idle at about 10 W (board power at the desktop)
+    "gtx1080ti": _hkbu_loader("gtx1080ti-dvfs-real-performance-power.csv", 10.0),
+    "rtx2070s": _hkbu_loader("gtx2070s-dvfs-real-performance-power.csv", 10.0),
+}
 
 
 def nvdvfs_sweep(gpu: str, data_dir: Path, minutes: float, seed: int = 0) -> SweepTable:
@@ -150,6 +188,36 @@ def nvdvfs_sweep(gpu: str, data_dir: Path, minutes: float, seed: int = 0) -> Swe
     if not Path(data_dir).is_dir():
         raise NvDvfsError(f"{data_dir}: no nv-dvfs data folder (see DESIGN §8)")
     return sweep_from_data(GPUS[gpu](Path(data_dir)), gpu, minutes, seed)
+
+
+def kernel_sweep(gpu: str, data_dir: Path) -> SweepTable:
+    """Sweep table with one unit per measured kernel of `gpu`, as measured (no noise, no stream):
+    the input of `govd sim fit`. Raises like `nvdvfs_sweep`."""
+    if gpu not in GPUS:
+        raise KeyError(f"unknown GPU {gpu!r} (known: {', '.join(GPUS)})")
+    if not Path(data_dir).is_dir():
+        raise NvDvfsError(f"{data_dir}: no nv-dvfs data folder (see DESIGN §8)")
+    data = GPUS[gpu](Path(data_dir))
+    folder = hkbu_dir(data_dir) if gpu in HKBU_COMMITS else Path(data_dir)
+    meta = {
+        "source": f"{', '.join(data.files)} (one unit per kernel, as measured)",
+        "source_sha256": " ".join(_sha256(folder / name) for name in data.files),
+        "source_commit": HKBU_COMMITS.get(gpu, "NV-DVFS-Benchmark (commit not recorded)"),
+        "gpu": gpu,
+        "kernels": " ".join(k.replace(" ", "_") for k in data.kernels),
+        "idle_power_w": f"{data.idle_power_w:g}",
+        "idle_power_note": "assumed, not measured",
+    }
+    return SweepTable(levels_mhz=data.levels_mhz.copy(), time_ms=data.time_ms.copy(),
+                      power_w=data.power_w.copy(),
+                      mem_levels_mhz=None if data.mem_levels_mhz is None
+                      else data.mem_levels_mhz.copy(),
+                      counters={k: v.copy() for k, v in data.counters.items()}, meta=meta)
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def sweep_from_data(data: GpuData, gpu: str, minutes: float, seed: int = 0) -> SweepTable:

@@ -9,7 +9,8 @@ cubes). C drives the counters linearly and sets the lowest clock at which the fr
 vsync period, `need`: linear in C between f_min·R^x_lo (C = 1) and f_min·R^x_hi (C = 64), R the
 table's f_max/f_min. Positions x are in the table's own log-range, so "light" means "fits at the
 lowest level" on every table, and "heavy" "needs the top levels". Frame time at clock f is then
-t(f) = t_max·((1 − m)·f_max/f + m) with t(need) = the frame period.
+t(f) = t_max·((1 − m)·S(f) + m·M(f)) with t(need) = the frame period, S and M the table's scalable
+and memory time curves (`govd.sim.levels`; 1/f and 1 on the hand-set tables).
 
 - `rendering-test`: seed §V-C: 5 s of random complexity, then the sawtooth C = 1, 2, …, 64,
   repeated (the seed also changed the clock each tooth; here the clock is the governor's to pick).
@@ -22,8 +23,11 @@ t(f) = t_max·((1 − m)·f_max/f + m) with t(need) = the frame period.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 
 import numpy as np
 
@@ -60,7 +64,6 @@ class Phase:
     """Mean complexity (1..64)."""
     spread: float
     """Standard deviation of the slow wander of complexity around the mean."""
-    memory_share: float
     mean_s: float
     """Mean duration. Units: s."""
 
@@ -107,7 +110,8 @@ def graphics_units(rng: np.random.Generator, table: LevelTable, complexity: Floa
     need_lo, need_hi = (f[0] * ratio**x for x in need_position)
     need_mhz = need_lo + (need_hi - need_lo) * (complexity - 1) / (MAX_COMPLEXITY - 1)
     period_ms = 1000.0 / fps
-    time_at_max = period_ms / ((1 - memory_share) * f[-1] / need_mhz + memory_share)
+    time_at_max = period_ms / ((1 - memory_share) * table.scalable_at(need_mhz)
+                               + memory_share * table.memory_at(need_mhz))
     n = complexity.size
     counters = {
         # vertex-shader work and pixels failing the Z test follow the content, not the clock
@@ -143,6 +147,27 @@ def art3(rng: np.random.Generator, table: LevelTable, minutes: float) -> Units:
     return graphics_units(rng, table, complexity, memory_share, 0.6, (-0.8, 0.9))
 
 
+GAME_DATA = "govd.sim.gamedata"
+SATURATED = 0.95
+"""A measured game reaches its cap at the lowest clock where it makes 95 % of it."""
+
+
+@cache
+def game_calibration() -> dict[str, tuple[float, float]]:
+    """Per class of the measured mlgov games (`govd sim fit-games`, shipped as
+    govd/sim/gamedata/mlgov.json): the median unscalable share and frame spread σ. Classes by the
+    lowest clock reaching the cap: `light` the lowest, `medium` the next two, `heavy` higher."""
+    data = json.loads(resources.files(GAME_DATA).joinpath("mlgov.json").read_text())
+    classes: dict[str, list[tuple[float, float]]] = {"light": [], "medium": [], "heavy": []}
+    for game in data["games"]:
+        fps = np.array(game["measured_fps"])
+        reach = int(np.argmax(fps >= SATURATED * game["cap_fps"]))
+        name = "light" if reach == 0 else "medium" if reach <= 2 else "heavy"
+        classes[name].append((game["unscalable_share"], game["spread"]))
+    return {name: (float(np.median([m for m, _ in games])), float(np.median([s for _, s in games])))
+            for name, games in classes.items()}
+
+
 @dataclass(frozen=True)
 class Game:
     """A game: its phases, their weights, its bursts and where its frames need the clock."""
@@ -153,6 +178,8 @@ class Game:
     burst_rate_hz: float
     burst_gain: float
     core_activity: float
+    mlgov_class: str
+    """Which class of the measured games sets its unscalable share and frame spread."""
 
     def units(self, rng: np.random.Generator, table: LevelTable, minutes: float) -> Units:
         """Frames of `minutes` of this game on `table`."""
@@ -162,31 +189,31 @@ class Game:
         mean = np.array([p.complexity for p in self.phases])[phase]
         spread = np.array([p.spread for p in self.phases])[phase]
         wander = smooth_noise(rng, n, 0.5 * TARGET_FPS)
-        jitter = rng.lognormal(0.0, 0.04, n)
+        share, frame_spread = game_calibration()[self.mlgov_class]
+        jitter = rng.lognormal(0.0, frame_spread, n)
         bursts = burst_mask(rng, n, self.burst_rate_hz / TARGET_FPS,
                             (0.15 * TARGET_FPS, 0.8 * TARGET_FPS))
         complexity = (mean + spread * wander) * jitter * np.where(bursts, self.burst_gain, 1.0)
         complexity = np.clip(complexity, 1.0, MAX_COMPLEXITY)
-        memory_share = np.clip(np.array([p.memory_share for p in self.phases])[phase]
-                               + 0.03 * rng.standard_normal(n), 0.02, 0.9)
+        memory_share = np.clip(share + 0.03 * rng.standard_normal(n), 0.02, 0.9)
         return graphics_units(rng, table, complexity, memory_share, self.core_activity,
                               self.need_position)
 
 
-_MENU = Phase(complexity=8, spread=2, memory_share=0.30, mean_s=8)
+_MENU = Phase(complexity=8, spread=2, mean_s=8)
 GAMES: dict[str, Game] = {
     "game-light": Game(
-        phases=(_MENU, Phase(24, 6, 0.20, 25), Phase(38, 8, 0.15, 12)),
+        phases=(_MENU, Phase(24, 6, 25), Phase(38, 8, 12)),
         weights=(0.2, 0.5, 0.3), need_position=(-2.0, -0.15),
-        burst_rate_hz=0.1, burst_gain=1.4, core_activity=0.7),
+        burst_rate_hz=0.1, burst_gain=1.4, core_activity=0.7, mlgov_class="light"),
     "game-medium": Game(
-        phases=(_MENU, Phase(30, 6, 0.20, 25), Phase(42, 8, 0.15, 15)),
+        phases=(_MENU, Phase(30, 6, 25), Phase(42, 8, 15)),
         weights=(0.1, 0.5, 0.4), need_position=(-0.6, 0.85),
-        burst_rate_hz=0.15, burst_gain=1.35, core_activity=0.8),
+        burst_rate_hz=0.15, burst_gain=1.35, core_activity=0.8, mlgov_class="medium"),
     "game-heavy": Game(
-        phases=(Phase(30, 4, 0.30, 10), Phase(40, 6, 0.18, 30), Phase(50, 6, 0.12, 15)),
+        phases=(Phase(30, 4, 10), Phase(40, 6, 30), Phase(50, 6, 15)),
         weights=(0.15, 0.5, 0.35), need_position=(0.0, 1.1),
-        burst_rate_hz=0.2, burst_gain=1.3, core_activity=0.9),
+        burst_rate_hz=0.2, burst_gain=1.3, core_activity=0.9, mlgov_class="heavy"),
 }
 
 ScenarioFn = Callable[[np.random.Generator, LevelTable, float], Units]

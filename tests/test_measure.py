@@ -1,0 +1,155 @@
+"""`govd measure` end to end: the simulated devfreq GPU (govd.sim.live) and the fake NVML, every
+level swept, the device put back as found on success, on Ctrl-C and on a failing workload."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from govd.cli import main
+from govd.formats.sweep import read_sweep
+from govd.sim.levels import level_table
+from tests.live_gpu import DEVICE, govd_env, start_sim, wait_for
+from tests.nvml_fake import FakeNvml, build_fake_nvml, one_gpu
+
+CONTROLS = ("governor", "min_freq", "max_freq")
+
+
+def _controls(root: Path) -> dict[str, str]:
+    # stripped: a real sysfs file reads back with a newline whatever was written to it
+    return {name: (root / DEVICE / name).read_text().strip() for name in CONTROLS}
+
+
+@pytest.fixture
+def live(tmp_path: Path):  # type: ignore[no-untyped-def]
+    root = tmp_path / "sys"
+    sim = start_sim(root, tmp_path / "frames.sock")
+    yield root, tmp_path / "frames.sock"
+    sim.send_signal(signal.SIGTERM)
+    sim.wait(timeout=30)
+
+
+def _measure_args(root: Path, tmp_path: Path, *extra: str) -> list[str]:
+    return ["measure", "--sysfs-root", str(root), "--state-file", str(tmp_path / "state.json"),
+            "--settle-s", "0.05", "--sample-ms", "20", *extra]
+
+
+def test_command_sweep_covers_every_level_and_restores_the_devfreq_gpu(
+        live, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root, _ = live
+    before = _controls(root)
+    out = tmp_path / "sweep.csv"
+    status = main(_measure_args(root, tmp_path, "--runs", "2", "--idle-s", "0.2", "-o", str(out),
+                                "--", sys.executable, "-c", "import time; time.sleep(0.15)"))
+    assert status == 0
+    sweep = read_sweep(out)
+    np.testing.assert_array_equal(sweep.levels_mhz, level_table("seed9").freqs_mhz)
+    assert sweep.units == 2
+    assert np.all(sweep.time_ms >= 150) and np.all(np.isfinite(sweep.power_w))
+    assert float(sweep.meta["idle_power_w"]) >= 0
+    assert _controls(root) == before
+    assert not (tmp_path / "state.json").exists()
+
+
+def test_frame_socket_sweep_records_the_frames_gpu_time(live, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root, frames = live
+    out = tmp_path / "frames.csv"
+    # the simulated GPU sends its frames to `frames`, which measure now listens on
+    status = main(_measure_args(root, tmp_path, "--frames", str(frames), "--frames-per-level",
+                                "20", "--every", "4", "--idle-s", "0", "-o", str(out)))
+    assert status == 0
+    sweep = read_sweep(out)
+    assert sweep.units == 20 and sweep.levels_mhz.size == 3  # lowest, 5th, highest
+    # the same game renders faster at a higher clock
+    assert np.median(sweep.time_ms[:, 0]) > np.median(sweep.time_ms[:, -1])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_mid_sweep_stops_the_workload_and_restores_the_device(
+        live, tmp_path: Path, signum: int) -> None:  # type: ignore[no-untyped-def]
+    root, _ = live
+    before = _controls(root)
+    marker = tmp_path / "running"
+    child = (f"import pathlib, os, time; pathlib.Path({str(marker)!r})"
+             ".write_text(str(os.getpid())); time.sleep(60)")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "govd", *_measure_args(root, tmp_path, "--idle-s", "0", "-o",
+                                                      str(tmp_path / "x.csv")),
+         "--", sys.executable, "-c", child],
+        env=govd_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wait_for(marker.exists, "the workload to start", process)
+    assert _controls(root) != before  # measure holds a level
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert b"interrupted" in err and b"Traceback" not in err
+    assert _controls(root) == before
+    assert not (tmp_path / "state.json").exists()
+    assert not (tmp_path / "x.csv").exists()
+    pid = int(marker.read_text())
+    time.sleep(0.1)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_failing_workload_is_one_line_and_the_device_is_restored(
+        live, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root, _ = live
+    before = _controls(root)
+    status = main(_measure_args(root, tmp_path, "--idle-s", "0", "-o", str(tmp_path / "x.csv"),
+                                "--", sys.executable, "-c", "raise SystemExit(3)"))
+    assert status == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "exited with status 3" in err[-1] and "restored" in err[-1]
+    assert _controls(root) == before
+
+
+def test_refuses_to_start_over_a_state_file_left_by_a_crash(
+        live, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root, _ = live
+    (tmp_path / "state.json").write_text('{"version": 1, "pid": 999999999, "devices": []}')
+    status = main(_measure_args(root, tmp_path, "-o", str(tmp_path / "x.csv"), "--", "true"))
+    assert status == 2
+    assert "govd restore" in capsys.readouterr().err
+
+
+def test_work_must_be_a_command_or_the_frame_socket(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    status = main(["measure", "--sysfs-root", str(tmp_path), "-o", str(tmp_path / "x.csv")])
+    assert status == 2
+    assert "-- CMD" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def fake_lib_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_fake_nvml(tmp_path_factory.mktemp("fake-nvml"))
+
+
+def test_nvml_sweep_covers_core_and_memory_pairs_and_unlocks_the_clocks(
+        fake_lib_dir: Path, tmp_path: Path) -> None:
+    nvml: FakeNvml = one_gpu(fake_lib_dir, tmp_path, "ampere")
+    out, state = tmp_path / "nvml.csv", tmp_path / "state.json"
+    got = nvml.report(f"""
+        from govd.cli import main
+        (gpu,) = discover_nvml()
+        count = len(gpu.levels_mhz)
+        status = main(["measure", "--state-file", {str(state)!r}, "--settle-s", "0",
+                       "--idle-s", "0.05", "--sample-ms", "10", "--runs", "1",
+                       "--every", str(max(1, count // 4)), "-o", {str(out)!r},
+                       "--", sys.executable, "-c", "import time; time.sleep(0.05)"])
+        report(status=status, locks=fake_locks(), count=count)
+    """)
+    assert got["status"] == 0
+    assert got["locks"] == [0, 0]  # unlocked, as found
+    sweep = read_sweep(out)
+    assert sweep.mem_levels_mhz is not None
+    assert sweep.levels_mhz[0] == sweep.levels_mhz.min()
+    assert sweep.levels_mhz[-1] == sweep.levels_mhz.max()
+    assert np.all(np.isfinite(sweep.power_w)) and "idle_power_w" in sweep.meta
+    assert not state.exists()

@@ -37,8 +37,15 @@ from govd.eval.reference import safe_reference_levels  # noqa: E402
 from govd.eval.score import unit_energy_mj, violations  # noqa: E402
 from govd.formats.sweep import SweepTable  # noqa: E402
 from govd.model.settings import ModelSettings  # noqa: E402
-from govd.sim.hkbu import core_slice, load_hkbu  # noqa: E402
-from govd.sim.nvdvfs import GpuData, NvDvfsError, load_gtx980, load_v100, sweep_from_data  # noqa: E402
+from govd.sim.nvdvfs import (  # noqa: E402
+    GPUS,
+    GpuData,
+    NvDvfsError,
+    core_slice,
+    load_gtx980,
+    load_v100,
+    sweep_from_data,
+)
 from govd.target import Target  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
@@ -92,7 +99,7 @@ def tables(minutes: float) -> list[SweepTable]:
         print(f"skipping nv-dvfs tables: {exc}", file=sys.stderr)
     for gpu in ("gtx1080ti", "rtx2070s"):
         try:
-            data = load_hkbu(gpu, DATA / "hkbu")
+            data = GPUS[gpu](DATA / "nv-dvfs")
         except NvDvfsError as exc:
             print(f"skipping {gpu}: {exc}", file=sys.stderr)
             continue

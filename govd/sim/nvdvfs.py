@@ -250,3 +250,15 @@ def sweep_from_data(data: GpuData, gpu: str, minutes: float, seed: int = 0) -> S
                       mem_levels_mhz=None if data.mem_levels_mhz is None
                       else data.mem_levels_mhz.copy(),
                       counters=counters, meta=meta)
+
+
+def core_slice(data: GpuData) -> GpuData:
+    """The (core, memory) pairs at the highest memory clock, as a one-domain table of core
+    levels (what a GPU whose memory clock is not governed runs)."""
+    if data.mem_levels_mhz is None:
+        return data
+    at = np.flatnonzero(data.mem_levels_mhz == data.mem_levels_mhz.max())
+    return GpuData(levels_mhz=data.levels_mhz[at], mem_levels_mhz=None,
+                   time_ms=data.time_ms[:, at], power_w=data.power_w[:, at],
+                   counters={c: v[:, at] for c, v in data.counters.items()},
+                   kernels=data.kernels, idle_power_w=data.idle_power_w, files=data.files)

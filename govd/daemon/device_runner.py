@@ -109,6 +109,8 @@ class DeviceRunner:
         self._predicted_ms = math.nan
         self._recent: deque[tuple[float, int, float, float]] = deque()
         self._last: dict[str, Any] = {}
+        self.last_busy = math.nan
+        """The device's busy fraction at the last read (0..1; NaN where it reports none)."""
 
     @property
     def name(self) -> str:
@@ -126,6 +128,7 @@ class DeviceRunner:
         reading = self._guarded(now_s, "read", self.device.read)
         if reading is None or self._stepped_back(now_s):
             return None
+        self.last_busy = reading.busy
         if self.busy_source is not None:
             self.busy_source.observe(reading.busy, interval_s)
             frames = self.busy_source.drain()
@@ -171,6 +174,28 @@ class DeviceRunner:
         if self.metrics is not None:
             self.metrics.record_tick(record)
         return record
+
+    def idle_tick(self, now_s: float, interval_s: float) -> None:
+        """A slow tick while the daemon idles: read the device (its busy fraction says whether
+        to wake; its energy is still counted), watch for another tool, and hold the lowest
+        level. No decision is taken: the model learns nothing from an idle GPU."""
+        if self._started_s is None:
+            self._started_s = now_s
+        if self.paused is not None and not self._probe(now_s):
+            return
+        reading = self._guarded(now_s, "read", self.device.read)
+        if reading is None or self._stepped_back(now_s):
+            return
+        self.last_busy = reading.busy
+        power_w = self._meter.update(now_s, reading.energy_mj, reading.power_w)
+        self._tick_energy_j(power_w, interval_s)
+        self._remember(now_s, reading, [], power_w, (math.nan, math.nan))
+        self.counts["idle_ticks"] += 1
+        governor = self.governor
+        low = governor.lo
+        mem_levels = governor.mem_levels_mhz
+        self._apply(now_s, float(governor.levels_mhz[low]),
+                    None if mem_levels is None else float(mem_levels[low]))
 
     def _target_for(self, frames: Sequence[Frame]) -> Target:
         """The target of the application that completed the most frames this tick."""

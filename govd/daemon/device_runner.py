@@ -47,6 +47,8 @@ T = TypeVar("T")
 
 FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
+_NO_COUNTERS = np.zeros(0, dtype=np.float64)
+_NO_COUNTERS.flags.writeable = False  # shared by every tick of every runner without counters
 RECENT_S = 1.0
 """How far back the status file's recent FPS and frame time look. Units: s."""
 
@@ -137,7 +139,7 @@ class DeviceRunner:
         self.governor.target = self._target_for(frames)
         power_w = self._meter.update(now_s, reading.energy_mj, reading.power_w)
         tick_energy_j = self._tick_energy_j(power_w, interval_s)
-        counters = np.array(
+        counters = _NO_COUNTERS if not self.settings.counters else np.array(
             [reading.counters.get(name, math.nan) for name in self.settings.counters],
             dtype=np.float64,
         )
@@ -201,7 +203,9 @@ class DeviceRunner:
         """The target of the application that completed the most frames this tick."""
         if not frames:
             return self.governor.target  # no news: keep the target in force
-        busiest = Counter(f.app for f in frames).most_common(1)[0][0]
+        busiest = frames[0].app
+        if any(f.app != busiest for f in frames):  # several applications: count (rare)
+            busiest = Counter(f.app for f in frames).most_common(1)[0][0]
         return self.settings.apps.get(busiest, self.settings.target)
 
     def _tick_energy_j(self, power_w: float, interval_s: float) -> float:

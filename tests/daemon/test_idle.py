@@ -164,3 +164,45 @@ def test_unreadable_datagram_queue_length_falls_back_to_the_kernel_default(tmp_p
     (tmp_path / "qlen").write_text("512\n")
     assert datagram_queue_len(str(tmp_path / "qlen")) == 512
     assert datagram_queue_len(str(tmp_path / "missing")) == 10
+
+
+def _one_datagram_wait(short_dir: Path, frames_last_tick: int, idle: bool) -> tuple[float, int]:
+    """Wait 0.2 s in the daemon's wait with one datagram queued; (s waited, frames received)."""
+    from govd.daemon.signals import SignalFlags
+    from govd.sources.socket import SocketSource
+
+    daemon = Daemon(Options(idle_config(short_dir)))
+    source = SocketSource(short_dir / "f.sock", group=None)
+    sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    signals = SignalFlags()
+    try:
+        daemon.source = source
+        daemon._frames_last_tick = frames_last_tick
+        daemon.idle.idle = idle
+        sender.sendto(b"F 8000\n", str(short_dir / "f.sock"))
+        start = time.monotonic()
+        daemon._wait(signals, 0.2)
+        waited_s = time.monotonic() - start
+        return waited_s, len(source._queue)
+    finally:
+        signals.close()
+        sender.close()
+        source.close()
+
+
+def test_frames_flowing_below_half_the_kernel_queue_a_tick_leave_datagrams_for_the_tick(
+        short_dir):
+    """No wake-up per datagram while a tick's frames fit the kernel's queue twice over."""
+    waited_s, received = _one_datagram_wait(short_dir, 3, idle=False)
+    assert received == 0 and waited_s >= 0.19  # slept to the deadline; the tick drains it
+
+
+def test_no_frames_last_tick_or_many_keep_the_socket_in_the_wait_set(short_dir):
+    for frames in (0, datagram_queue_len()):
+        waited_s, received = _one_datagram_wait(short_dir, frames, idle=False)
+        assert received == 1 and waited_s >= 0.19  # read at once, still waits the deadline
+
+
+def test_a_datagram_ends_the_idle_wait_at_once(short_dir):
+    waited_s, received = _one_datagram_wait(short_dir, 0, idle=True)
+    assert received == 1 and waited_s < 0.1

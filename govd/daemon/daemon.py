@@ -24,7 +24,6 @@ from typing import Any
 from govd.conf.load import ConfigError, load_config
 from govd.conf.schema import Config
 from govd.daemon.device_runner import DeviceRunner, RunnerSettings, close_device
-from govd.daemon.footprint import trim_heap
 from govd.daemon.governed import SetupError, build_governor, find_devices, select
 from govd.daemon.hotplug import DeviceWatch
 from govd.daemon.idle import IdleSettings, IdleWatch, busiest
@@ -171,7 +170,6 @@ class Daemon:
             # in ~40 ms, most of a tick: the cause of the loop's rare lost ticks. None of them
             # is garbage, so the collector stops looking at them.
             gc.freeze()
-            trim_heap()  # start-up's freed heap goes back: the service holds only what it uses
             self.ready_s = time.monotonic() - begun
             self._loop(signals)
         finally:

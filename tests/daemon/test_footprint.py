@@ -1,4 +1,4 @@
-"""What keeps the installed daemon small: SciPy kept out of `govd run`, start-up heap trimmed."""
+"""What keeps the installed daemon small: SciPy kept out of `govd run`."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
-from govd.daemon.footprint import trim_heap
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,6 +42,3 @@ def test_kept_out_modules_fail_to_import_like_missing_ones():
     )
     assert out.splitlines() == ["[]", "['scipy']", "refused"]
 
-
-def test_trim_heap_gives_freed_heap_back_on_glibc():
-    assert trim_heap() is (os.confstr("CS_GNU_LIBC_VERSION") is not None)

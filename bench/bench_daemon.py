@@ -10,6 +10,7 @@ idles. Measured:
   daemon writes every 5 s (its process CPU time and its tick count in each): the median of those
   windows, the share of a core it means, and the same over the whole window from /proc; the
   in-loop figure (thread time of the tick body) and tick jitter p50/p99 from the status file;
+  wake-ups per second (voluntary context switches of all its threads);
 - memory at the end of the frames phase: anonymous memory from /proc/PID/smaps_rollup after a
   sync (what the service really costs), private dirty, PSS and RSS beside it;
 - idle (no frames, GPU not busy): once the daemon says it idles, its wake-ups per second
@@ -93,11 +94,11 @@ def _next_status(tmp: Path, daemon: subprocess.Popen[bytes],
 
 def _frames_phase(tmp: Path, daemon: subprocess.Popen[bytes], seconds: float) -> dict[str, Any]:
     first = _next_status(tmp, daemon)
-    cpu0, wall0 = cpu_s(daemon.pid), time.monotonic()
+    cpu0, wall0, (_, switches0) = cpu_s(daemon.pid), time.monotonic(), task_totals(daemon.pid)
     statuses = [first]
     while statuses[-1]["written_unix_s"] - first["written_unix_s"] < seconds - 0.5:
         statuses.append(_next_status(tmp, daemon, statuses[-1]))
-    cpu1, wall1 = cpu_s(daemon.pid), time.monotonic()
+    cpu1, wall1, (_, switches1) = cpu_s(daemon.pid), time.monotonic(), task_totals(daemon.pid)
     per_window = []
     for a, b in itertools.pairwise(statuses):
         ticks = b["loop"]["ticks"] - a["loop"]["ticks"]
@@ -111,6 +112,7 @@ def _frames_phase(tmp: Path, daemon: subprocess.Popen[bytes], seconds: float) ->
         "core_share_percent": round(median_s / PERIOD_S * 100, 3),
         "cpu_per_tick_proc_us": round((cpu1 - cpu0) / ((wall1 - wall0) / PERIOD_S) * 1e6, 1),
         "cpu_per_tick_in_loop_us": round(loop["cpu_mean_us"], 1),
+        "wakeups_per_s": round((switches1 - switches0) / (wall1 - wall0), 1),
         "jitter_p50_us": round(loop["jitter_p50_us"], 1),
         "jitter_p99_us": round(loop["jitter_p99_us"], 1),
         "overruns": loop["overruns"],

@@ -206,3 +206,26 @@ def test_no_frames_last_tick_or_many_keep_the_socket_in_the_wait_set(short_dir):
 def test_a_datagram_ends_the_idle_wait_at_once(short_dir):
     waited_s, received = _one_datagram_wait(short_dir, 0, idle=True)
     assert received == 1 and waited_s < 0.1
+
+
+def test_a_reload_while_idling_wakes_the_loop_under_the_new_configuration(short_dir):
+    root = short_dir / "sys"
+    mali_panfrost(root, governor="userspace", busy_percent=0)
+    path = short_dir / "govd.yaml"
+    path.write_text(  # idle_config's settings with a longer idle period
+        f"period_ms: 10\npolicy: {{name: performance}}\nmin_dwell_ms: 0\n"
+        f"state_file: {short_dir / 'state.json'}\n"
+        f"frames: {{source: socket, socket: {{path: {short_dir / 'f.sock'}, group: null}}}}\n"
+        "logging: {summary_interval_s: 0}\nidle: {after_s: 0.05, period_ms: 3000}\n")
+    reloaded: list[bool] = []
+
+    def reload_once_idle(daemon: Daemon) -> None:
+        if daemon.idle.idle and not reloaded:
+            reloaded.append(daemon.reload())
+
+    daemon = Daemon(Options(idle_config(short_dir, period_ms=2000), sysfs_root=root,
+                            config_path=path, insecure_config=True))
+    run_until(daemon, lambda d: bool(reloaded), reload_once_idle)
+    assert reloaded == [True] and not daemon.idle.idle
+    assert daemon.idle.settings.period_s == pytest.approx(3.0)
+    assert daemon._scheduler is not None and daemon._scheduler.period_s == pytest.approx(0.01)

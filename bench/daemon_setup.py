@@ -44,10 +44,13 @@ def scratch_dir(prefix: str) -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix=prefix, dir=where)
 
 
-def env(notify: Path | None = None) -> dict[str, str]:
-    """The environment of a govd process started from the repository (and its NOTIFY_SOCKET)."""
+def env(notify: Path | None = None, repo: bool = True) -> dict[str, str]:
+    """The environment of a govd process started from the repository (``repo``; else the govd
+    installed beside its interpreter) and its NOTIFY_SOCKET."""
     extra = {"NOTIFY_SOCKET": str(notify)} if notify is not None else {}
-    return {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **extra}
+    base = {k: v for k, v in os.environ.items() if repo or k != "PYTHONPATH"}
+    path = {"PYTHONPATH": str(REPO)} if repo else {}
+    return {**base, **path, "PYTHONUNBUFFERED": "1", **extra}
 
 
 def cpu_s(pid: int) -> float:
@@ -62,6 +65,35 @@ def rss_mb(pid: int | str = "self") -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """Process ``pid``'s memory from ``/proc/PID/smaps_rollup`` after a sync (dirty file pages
+    written back): ``anon_mb`` (Anonymous: what it really costs), ``private_dirty_mb``,
+    ``pss_mb`` and ``rss_mb`` (which count the clean library pages the kernel can drop).
+    Units: MiB."""
+    os.sync()
+    fields = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        name, _, rest = line.partition(":")
+        fields[name] = int(rest.split()[0]) / 1024
+    return {"anon_mb": round(fields["Anonymous"], 1),
+            "private_dirty_mb": round(fields["Private_Dirty"], 1),
+            "pss_mb": round(fields["Pss"], 1), "rss_mb": round(fields["Rss"], 1)}
+
+
+def task_totals(pid: int) -> tuple[float, int]:
+    """(CPU time in s, voluntary context switches: the times it went to sleep and was woken)
+    of every thread of process ``pid``, from /proc/PID/task/*/schedstat and status."""
+    cpu_ns = switches = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            cpu_ns += int((task / "schedstat").read_text().split()[0])
+            status = (task / "status").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that just ended
+        switches += int(status.split("\nvoluntary_ctxt_switches:")[1].split()[0])
+    return cpu_ns / 1e9, switches
 
 
 def machine() -> dict[str, Any]:
@@ -102,12 +134,12 @@ def wait_for(condition: Any, what: str, process: subprocess.Popen[bytes] | None 
 
 
 def start_sim(root: Path, frames: Path, speed: float = 1.0,
-              scenario: str = "game-medium") -> subprocess.Popen[bytes]:
+              scenario: str = "game-medium", *extra: str) -> subprocess.Popen[bytes]:
     """`python -m govd.sim.live` keeping a devfreq tree under ``root``, sending its frames to
-    ``frames``; returns once the tree is laid out."""
+    ``frames`` (``extra``: more of its options); returns once the tree is laid out."""
     sim = subprocess.Popen(
         [sys.executable, "-m", "govd.sim.live", "--root", str(root), "--socket", str(frames),
-         "--scenario", scenario, "--speed", str(speed)],
+         "--scenario", scenario, "--speed", str(speed), *extra],
         env=env(), stdout=subprocess.DEVNULL,
     )
     wait_for(lambda: (root / TREE_READY).exists(), "the simulated tree", sim)
@@ -199,14 +231,15 @@ def unit_nice() -> int:
 
 
 def start_daemon(tmp: Path, root: Path, notify: Path, *extra: str,
-                 nice: int = 0) -> subprocess.Popen[bytes]:
+                 nice: int = 0, python: str | None = None) -> subprocess.Popen[bytes]:
     """`govd run` on the tree under ``root`` with socket, state and status files in ``tmp``
-    (stderr appended to ``tmp/daemon.err``), at niceness ``nice`` (see `unit_nice`)."""
+    (stderr appended to ``tmp/daemon.err``), at niceness ``nice`` (see `unit_nice`); with
+    ``python`` (an installed venv's interpreter), the govd installed there, else this checkout."""
     with open(tmp / "daemon.err", "ab") as stderr:
         return subprocess.Popen(
-            [sys.executable, "-m", "govd", "run", "--sysfs-root", str(root), "--socket",
+            [python or sys.executable, "-m", "govd", "run", "--sysfs-root", str(root), "--socket",
              str(tmp / "frames.sock"), "--state-file", str(tmp / "state.json"), *extra],
-            env=env(notify), stdout=subprocess.DEVNULL, stderr=stderr,
+            env=env(notify, repo=python is None), stdout=subprocess.DEVNULL, stderr=stderr,
             preexec_fn=(lambda: os.nice(nice)) if nice else None,
         )
 

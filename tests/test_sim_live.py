@@ -151,3 +151,16 @@ def test_subprocess_runs_for_its_duration(tmp_path: Path) -> None:
          "--duration-s", "2"], env=env, capture_output=True, text=True, timeout=120, check=True)
     totals = json.loads(result.stdout.strip().splitlines()[-1])
     assert totals["sim_s"] == pytest.approx(2.0) and totals["frames"] > 0
+
+
+
+def test_an_application_that_stops_rendering_leaves_the_gpu_idle(tmp_path: Path) -> None:
+    gpu = LiveGpu(tmp_path, None, "game-medium", render_s=1.0)
+    first = run(gpu, speed=1e6, duration_s=1.5)  # the frame running at 1 s has ended by now
+    assert first["frames"] > 0
+    gpu.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # run() closed it
+    totals = run(gpu, speed=1e6, duration_s=3.0)
+    assert totals["frames"] == first["frames"]  # not one frame more
+    assert (_device(tmp_path) / "device" / "gpu_busy_percent").read_text().strip() == "0"
+    idle_w = (float(totals["energy_j"]) - float(first["energy_j"])) / 1.5
+    assert idle_w == pytest.approx(gpu.table.idle_power_w)

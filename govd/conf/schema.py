@@ -249,6 +249,16 @@ class LoggingConfig(Section):
     summary_interval_s: NonNegativeFloat = 60.0
 
 
+class IdleConfig(Section):
+    """Idle back-off: a slow tick while the GPU has nothing to do (no frames, busy ~ 0)."""
+
+    enabled: bool = True
+    after_s: PositiveFloat = 5.0
+    # At most 4 s: systemd's watchdog (WatchdogSec=10s) is pinged from the tick, every 5 s.
+    period_ms: Annotated[int, Field(ge=10, le=4000)] = 1000
+    busy_below: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.05
+
+
 _LISTEN = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$")
 
 
@@ -281,7 +291,15 @@ class Config(Section):
     frames: FramesConfig = Field(default_factory=FramesConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    idle: IdleConfig = Field(default_factory=IdleConfig)
     state_file: str = "/run/govd/state.json"
+
+    @model_validator(mode="after")
+    def _idle_slower(self) -> Config:
+        if self.idle.enabled and self.idle.period_ms <= self.period_ms:
+            raise ValueError(f"idle.period_ms ({self.idle.period_ms}) must be longer than "
+                             f"period_ms ({self.period_ms}), or set idle.enabled: false")
+        return self
 
     @field_validator("state_file")
     @classmethod

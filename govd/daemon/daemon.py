@@ -26,6 +26,7 @@ from govd.conf.schema import Config
 from govd.daemon.device_runner import DeviceRunner, RunnerSettings, close_device
 from govd.daemon.governed import SetupError, build_governor, find_devices, select
 from govd.daemon.hotplug import DeviceWatch
+from govd.daemon.idle import IdleSettings, IdleWatch, busiest
 from govd.daemon.loop import Clock, DeadlineScheduler, Tick, TickStats
 from govd.daemon.record import TraceRecorder, trace_path
 from govd.daemon.signals import SignalFlags
@@ -48,20 +49,25 @@ from govd.sources.busy import BusySource
 from govd.sources.fdinfo import meter_for
 from govd.sources.mangohud import MangoHudSource
 from govd.sources.socket import SocketSource
-from govd.telemetry.log import EpisodeLimiter, setup_logging
+from govd.telemetry.log import EpisodeLimiter, log_fields, setup_logging
 from govd.telemetry.metrics import Metrics, MetricsServer, start_metrics_server
 from govd.telemetry.notify import Notifier, WatchdogPinger, watchdog_interval_s
 from govd.telemetry.summary import DeviceSummary
 
 log = logging.getLogger("govd.daemon")
 
-STATUS_EVERY_S = 1.0
-"""How often the status file is written (wall clock). Units: s."""
+STATUS_EVERY_S = 5.0
+"""How often the status file is written (wall clock), besides at once when govd starts or stops
+idling. Units: s. Each write costs the loop a JSON dump and a rename: every 5 s is enough for
+`govd status`."""
 SUSPEND_GAP_S = 1.0
 """A jump of CLOCK_BOOTTIME over CLOCK_MONOTONIC larger than this means the machine slept."""
 REOPEN_WHEN_BACK = frozenset({"nvml"})
 """Backends whose handle dies with the device (an NVML handle after GPU_IS_LOST or a driver
 reload): a paused runner reopens these from their saved state. A sysfs device keeps its path."""
+QLEN_PATH = "/proc/sys/net/unix/max_dgram_qlen"
+DEFAULT_QLEN = 10
+"""The kernel's default ``net.unix.max_dgram_qlen``, taken when the sysctl cannot be read."""
 RECEIVE_BATCH = 32
 """Datagrams read between two looks at the deadline: with a long kernel queue
 (net.unix.max_dgram_qlen raised) one unbounded read could parse past the next tick's deadline."""
@@ -96,6 +102,8 @@ class Options:
     """CLOCK_BOOTTIME minus CLOCK_MONOTONIC (s): grows by the time the machine slept."""
     clock: Clock | None = None
     """Loop time; None: ``Clock(speed)``. Benchmarks pass a simulated clock."""
+    status_every_s: float = STATUS_EVERY_S
+    """How often the status file is written (and ``on_status`` called). Units: s."""
 
 
 def frames_for(frames: list[Frame], device_name: str) -> list[Frame]:
@@ -104,6 +112,15 @@ def frames_for(frames: list[Frame], device_name: str) -> list[Frame]:
     if all(f.device is None for f in frames):
         return frames
     return [f for f in frames if f.device is None or f.device == device_name]
+
+
+def datagram_queue_len(path: str = QLEN_PATH) -> int:
+    """How many datagrams the kernel queues on a Unix datagram socket (``max_dgram_qlen``)."""
+    try:
+        with open(path) as f:
+            return max(1, int(f.read()))
+    except (OSError, ValueError):
+        return DEFAULT_QLEN
 
 
 def suspend_offset_s() -> float:
@@ -134,6 +151,14 @@ class Daemon:
         self._state_file = Path(self.config.state_file)
         self._scheduler: DeadlineScheduler | None = None
         self._wrote_state = False
+        self.idle = IdleWatch(IdleSettings.from_config(self.config.idle))
+        self._woken = False
+        self._status_now = False
+        self._frames_last_tick = 0
+        # Below this many frames a tick the kernel's queue holds a whole tick's datagrams with
+        # room to spare (a rate that doubles still fits): the loop then sleeps to its deadline
+        # instead of waking for each datagram.
+        self._poll_from_frames = datagram_queue_len() // 2
 
     # -- the whole run -------------------------------------------------------------------------
     def run(self) -> int:
@@ -276,6 +301,10 @@ class Daemon:
                 self.reload()
             tick = scheduler.next_tick()
             if tick is None:
+                if self._woken:  # a frame datagram ended an idle wait: tick at once
+                    self._woken = False
+                    now_s = clock.now_s()
+                    self._leave_idle(now_s, now_s, "a frame arrived")
                 continue
             cpu_start_s = time.thread_time()
             offset_s = offset_now_s()
@@ -287,8 +316,9 @@ class Daemon:
             self._tick(tick)
             wall_s = time.monotonic()
             self.watchdog.tick(wall_s)
-            if wall_s >= next_status_s:
-                next_status_s = wall_s + STATUS_EVERY_S
+            if wall_s >= next_status_s or self._status_now:
+                next_status_s = wall_s + self.options.status_every_s
+                self._status_now = False
                 self._publish_status()
             self.stats.ticks += 1
             self.stats.jitter_s.append(clock.to_wall_s(tick.started_s - tick.due_s))
@@ -300,12 +330,16 @@ class Daemon:
         """Wait ``wall_s`` for the next deadline (less on a signal), moving frames from the
         socket into the source's queue as they arrive: the kernel holds only ~10 datagrams."""
         source = self.source if isinstance(self.source, SocketSource) else None
+        if not self.idle.idle and 0 < self._frames_last_tick < self._poll_from_frames:
+            source = None  # frames flow, and a tick's worth fits the kernel's queue: no wake-ups
         deadline_s = time.monotonic() + wall_s
         while True:
             fd = source.fileno() if source is not None and not source.backlog_full else None
             if signals.wait(wall_s, fd):
                 assert source is not None
-                source.receive(RECEIVE_BATCH)
+                if source.receive(RECEIVE_BATCH) and self.idle.idle:
+                    self._woken = True
+                    return
             wall_s = deadline_s - time.monotonic()
             if fd is None or wall_s <= 0 or signals.stop is not None or signals.reload:
                 return
@@ -316,11 +350,45 @@ class Daemon:
         if self._watch.rescan_due(now_s):
             self._take_new(now_s)
         frames = self.source.drain() if self.source is not None else []
+        self._frames_last_tick = len(frames)
         interval_s = tick.interval_s
+        if self.idle.idle:
+            for runner in self.runners:
+                runner.idle_tick(now_s, interval_s)
+            busy = busiest([runner.last_busy for runner in self.runners])
+            if self.idle.quiet(len(frames), busy):
+                return
+            why = f"{len(frames)} frames" if frames else f"GPU busy {busy:.0%}"
+            self._leave_idle(now_s, now_s + self.config.period_ms / 1000.0, why)
         for runner in self.runners:
             runner.tick(now_s, interval_s, frames_for(frames, runner.name))
             if tick.overruns and self.metrics is not None:
                 self.metrics.record_overrun(runner.name)
+        self.idle.decided(now_s)
+        if self.idle.due(now_s, len(frames), busiest([r.last_busy for r in self.runners])):
+            self._enter_idle(now_s)
+
+    def _enter_idle(self, now_s: float) -> None:
+        """The GPU has been quiet for ``idle.after_s``: tick every idle period from now on (each
+        idle tick holds the devices at their lowest level)."""
+        assert self._scheduler is not None
+        settings = self.idle.settings
+        self.idle.enter(now_s)
+        self._scheduler.restart(settings.period_s, now_s + settings.period_s)
+        self._status_now = True
+        log_fields(log, logging.INFO,
+                   f"idle: no frames and the GPU not busy for {settings.after_s:g} s; lowest "
+                   f"level, ticking every {settings.period_s * 1000:.0f} ms", idle=1)
+
+    def _leave_idle(self, now_s: float, first_due_s: float, why: str) -> None:
+        """Stop idling at ``now_s`` (``why``: what woke it): normal ticks from ``first_due_s``."""
+        assert self._scheduler is not None
+        idled_s = now_s - (self.idle.since_s or now_s)
+        self.idle.leave(now_s)
+        self._scheduler.restart(self.config.period_ms / 1000.0, first_due_s)
+        self._status_now = True
+        log_fields(log, logging.INFO, f"awake after {idled_s:.1f} s idle ({why}); ticking every "
+                   f"{self.config.period_ms} ms", idle=0)
 
     def status(self) -> dict[str, Any]:
         """Everything the status file holds."""
@@ -328,7 +396,9 @@ class Daemon:
         return {
             "pid": os.getpid(), "written_unix_s": time.time(),
             "loop_time_s": self.clock.now_s(), "period_ms": self.config.period_ms,
-            "loop": {**self.stats.summary(), "overruns": self._scheduler.overruns},
+            "loop": {**self.stats.summary(), "overruns": self._scheduler.overruns,
+                     "process_cpu_s": time.process_time()},
+            "idle": self.idle.status(),
             "frames": self.source.stats() if self.source is not None else {},
             "frame_source": self.source.report() if self.source is not None else {},
             "devices": [runner.status() for runner in self.runners],
@@ -377,6 +447,10 @@ class Daemon:
                 runner.governor.target = settings.target
         self.config = config
         assert self._scheduler is not None
+        self.idle.settings = IdleSettings.from_config(config.idle)
+        if self.idle.idle:  # decide afresh under the new configuration
+            now_s = self.clock.now_s()
+            self._leave_idle(now_s, now_s, "configuration reloaded")
         self._scheduler.set_period(config.period_ms / 1000.0)
         setup_logging(config.logging.level)
         log.info("configuration reloaded from %s", path)

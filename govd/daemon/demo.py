@@ -183,7 +183,7 @@ def run_demo(args: argparse.Namespace) -> int:
             config=config, config_path=path, insecure_config=args.insecure_config,
             sysfs_root=governed_root, record=args.record, speed=args.speed,
             on_status=_status_printer([]), should_stop=lambda: sims[0].poll() is not None,
-            status_file=status_path(tmp / "state.json"),
+            status_file=status_path(tmp / "state.json"), status_every_s=1.0,  # a line a second
         )
         assert Clock(args.speed).speed == args.speed
         daemon = Daemon(options)

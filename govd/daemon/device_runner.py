@@ -48,6 +48,8 @@ T = TypeVar("T")
 
 FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
+_NO_COUNTERS = np.zeros(0, dtype=np.float64)
+_NO_COUNTERS.flags.writeable = False  # shared by every tick of every runner without counters
 RECENT_S = 1.0
 """How far back the status file's recent FPS and frame time look. Units: s."""
 
@@ -117,6 +119,8 @@ class DeviceRunner:
         self._predicted_ms = math.nan
         self._recent: deque[tuple[float, float, float, float]] = deque()
         self._last: dict[str, Any] = {}
+        self.last_busy = math.nan
+        """The device's busy fraction at the last read (0..1; NaN where it reports none)."""
 
     @property
     def name(self) -> str:
@@ -136,6 +140,7 @@ class DeviceRunner:
             return None
         if self.busy_meter is not None and not math.isfinite(reading.busy):
             reading = dataclasses.replace(reading, busy=self.busy_meter())
+        self.last_busy = reading.busy
         if self.busy_source is not None and not (self.frames_live and self.frames_live()):
             self.busy_source.observe(reading.busy, interval_s)
             frames = self.busy_source.drain()
@@ -146,7 +151,7 @@ class DeviceRunner:
         self.governor.target = self._target_for(frames)
         power_w = self._meter.update(now_s, reading.energy_mj, reading.power_w)
         tick_energy_j = self._tick_energy_j(power_w, interval_s)
-        counters = np.array(
+        counters = _NO_COUNTERS if not self.settings.counters else np.array(
             [reading.counters.get(name, math.nan) for name in self.settings.counters],
             dtype=np.float64,
         )
@@ -184,14 +189,38 @@ class DeviceRunner:
             self.metrics.record_tick(record)
         return record
 
+    def idle_tick(self, now_s: float, interval_s: float) -> None:
+        """A slow tick while the daemon idles: read the device (its busy fraction says whether
+        to wake; its energy is still counted), watch for another tool, and hold the lowest
+        level. No decision is taken: the model learns nothing from an idle GPU."""
+        if self._started_s is None:
+            self._started_s = now_s
+        if self.paused is not None and not self._probe(now_s):
+            return
+        reading = self._guarded(now_s, "read", self.device.read)
+        if reading is None or self._stepped_back(now_s):
+            return
+        self.last_busy = reading.busy
+        power_w = self._meter.update(now_s, reading.energy_mj, reading.power_w)
+        self._tick_energy_j(power_w, interval_s)
+        self._remember(now_s, reading, [], power_w, (math.nan, math.nan))
+        self.counts["idle_ticks"] += 1
+        governor = self.governor
+        low = governor.lo
+        mem_levels = governor.mem_levels_mhz
+        self._apply(now_s, float(governor.levels_mhz[low]),
+                    None if mem_levels is None else float(mem_levels[low]))
+
     def _target_for(self, frames: Sequence[Frame]) -> Target:
         """The target of the application that completed the most frames this tick."""
         if not frames:
             return self.governor.target  # no news: keep the target in force
-        completed: dict[str, float] = {}  # a sampled row counts for the frames it stands for
-        for frame in frames:
-            completed[frame.app] = completed.get(frame.app, 0.0) + frame.count
-        busiest = max(completed, key=completed.__getitem__)
+        busiest = frames[0].app
+        if any(f.app != busiest for f in frames):  # several applications (rare)
+            completed: dict[str, float] = {}  # a sampled row counts for the frames it stands for
+            for frame in frames:
+                completed[frame.app] = completed.get(frame.app, 0.0) + frame.count
+            busiest = max(completed, key=completed.__getitem__)
         return self.settings.apps.get(busiest, self.settings.target)
 
     def _tick_energy_j(self, power_w: float, interval_s: float) -> float:

@@ -79,6 +79,7 @@ class DeadlineScheduler:
         self._last_started_s = now_s()
         self._start_s = self._last_started_s
         self._index = 1
+        self._restarted = False
         self.set_period(period_s)
 
     def set_period(self, period_s: float) -> None:
@@ -91,6 +92,16 @@ class DeadlineScheduler:
         self.period_s = period_s
         self._start_s, self._index = next_due_s - period_s, 1
 
+    def restart(self, period_s: float, first_due_s: float) -> None:
+        """Tick every ``period_s`` from ``first_due_s`` on (s of loop time; a time already
+        passed makes the next tick fire at once): idling starts or ends now, not at the next
+        deadline of the old period."""
+        if not (math.isfinite(period_s) and period_s > 0):
+            raise ValueError(f"tick period must be a positive number of seconds, got {period_s!r}")
+        self.period_s = period_s
+        self._start_s, self._index = first_due_s - period_s, 1
+        self._restarted = True
+
     @property
     def due_s(self) -> float:
         """When the next tick is due. Units: s of loop time."""
@@ -100,7 +111,9 @@ class DeadlineScheduler:
         """Wait for the next deadline and return its tick; None when the wait ended early."""
         now_s = self._now_s()
         due_s = self.due_s
-        if now_s > due_s:
+        if self._restarted and now_s >= due_s:
+            pass  # restarted on a time already here: this tick fires now, nothing was skipped
+        elif now_s > due_s:
             # The previous tick ran past this deadline: skip it and every other one passed,
             # and wait for the next one ahead rather than firing late ticks back to back.
             skipped = math.floor((now_s - due_s) / self.period_s) + 1
@@ -108,10 +121,12 @@ class DeadlineScheduler:
             self.overruns += skipped
             self._pending_overruns += skipped
             due_s = self.due_s
-        self._wait_s(due_s - now_s)
-        now_s = self._now_s()
         if now_s < due_s:
-            return None
+            self._wait_s(due_s - now_s)
+            now_s = self._now_s()
+            if now_s < due_s:
+                return None
+        self._restarted = False
         tick = Tick(due_s, now_s, now_s - self._last_started_s, self._pending_overruns)
         self._pending_overruns = 0
         self._last_started_s = now_s

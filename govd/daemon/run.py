@@ -57,6 +57,9 @@ def state_file_of(args: argparse.Namespace) -> Path:
 
 def run_daemon(args: argparse.Namespace) -> int:
     """Govern the GPUs until SIGTERM/SIGINT; with ``--sim``, the simulated-GPU demo."""
+    from govd.daemon.footprint import keep_out
+
+    keep_out()  # before anything imports numba
     if args.sim:
         from govd.daemon.demo import run_demo
 

@@ -22,6 +22,7 @@ class SignalFlags:
         """The stopping signal's number, None until one arrives."""
         self.reload = False
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._alone = [self._read_fd]
         self._old_wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
         self._old = {
             signum: signal.signal(signum, self._on_signal)
@@ -37,13 +38,16 @@ class SignalFlags:
     def wait(self, timeout_s: float, fd: int | None = None) -> bool:
         """Sleep up to ``timeout_s`` (s, wall clock); returns early when a signal arrives, or
         when ``fd`` (if given) is readable. Returns whether ``fd`` is readable."""
-        readable: list[int] = []
         if timeout_s > 0:
-            fds = [self._read_fd] if fd is None else [self._read_fd, fd]
-            readable = select.select(fds, [], [], timeout_s)[0]
-        with contextlib.suppress(BlockingIOError):
-            while os.read(self._read_fd, 512):
-                pass
+            readable = select.select(self._alone if fd is None else [self._read_fd, fd], [], [],
+                                     timeout_s)[0]
+        else:
+            readable = self._alone  # no wait: look at the pipe anyway, a flag may be set
+        if self._read_fd in readable:
+            # Emptied only when it has something: a read of the empty pipe raises, every tick.
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._read_fd, 512):
+                    pass
         return fd is not None and fd in readable
 
     def close(self) -> None:

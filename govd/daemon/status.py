@@ -1,8 +1,9 @@
 """The status file (``status.json`` beside the state file) and `govd status`, which reads it.
 
-The daemon rewrites it atomically every second, world-readable (0644): per device the level, the
-policy and target, recent FPS and frame time, predicted against actual frame time, power and
-energy, and the loop's own tick statistics.
+The daemon rewrites it atomically every few seconds and whenever it starts or stops idling,
+world-readable (0644): per device the level, the policy and target, recent FPS and frame time,
+predicted against actual frame time, power and energy, the loop's own tick statistics, and
+whether govd idles.
 """
 
 from __future__ import annotations
@@ -69,6 +70,11 @@ def show_status(args: argparse.Namespace) -> int:
     loop = status.get("loop", {})
     print(f"govd pid {status.get('pid')}, updated {age_s:.1f} s ago, "
           f"{loop.get('ticks', 0)} ticks, {loop.get('overruns', 0)} overruns")
+    idle = status.get("idle") or {}
+    if idle.get("idle") and idle.get("since_s") is not None:
+        idled_s = float(status.get("loop_time_s", 0)) - float(idle["since_s"])
+        print(f"  idling for {idled_s:.0f} s (no frames, GPU not busy): lowest level, "
+              f"ticking every {idle.get('period_ms')} ms")
     for device in status.get("devices", []):
         print("  " + device_line(device))
     for line in frame_source_lines(status.get("frame_source", {})):

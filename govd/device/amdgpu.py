@@ -121,9 +121,7 @@ class AmdgpuDevice(SysfsDevice):
         _, _, current_mhz, _ = self._table()
         if current_mhz is None:
             raise DeviceError(f"{self.path}/device/pp_dpm_sclk marks no running level")
-        busy = float("nan")
-        if self._has("device/gpu_busy_percent"):
-            busy = self._read_float("device/gpu_busy_percent") / 100.0
+        busy = self._read_optional_float("device/gpu_busy_percent") / 100.0
         energy_mj, power_w = self._hwmon_energy_power("device")
         return Reading(freq_mhz=current_mhz, busy=busy, energy_mj=energy_mj, power_w=power_w)
 

@@ -8,7 +8,6 @@ operating point, so the level actually running is read back from ``cur_freq``.
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -68,9 +67,7 @@ class DevfreqDevice(SysfsDevice):
     def read(self) -> Reading:
         """``cur_freq``, ``device/gpu_busy_percent`` where the driver has it, hwmon energy/power."""
         freq_mhz = self._read_float("cur_freq") / _HZ_PER_MHZ
-        busy = math.nan
-        if self._has("device/gpu_busy_percent"):
-            busy = self._read_float("device/gpu_busy_percent") / 100.0
+        busy = self._read_optional_float("device/gpu_busy_percent") / 100.0
         energy_mj, power_w = self._hwmon_energy_power("device")
         return Reading(freq_mhz=freq_mhz, busy=busy, energy_mj=energy_mj, power_w=power_w)
 

@@ -125,6 +125,8 @@ class SysfsDevice(Device):
         # a tick's cost; the cache is dropped when a read fails (hwmon renumbered on reload)
         self._hwmon_files: dict[str, tuple[str, str] | None] = {}
         self._paths: dict[str, Path] = {}
+        # rel → whether the driver has that optional file (looked up once, not stat'ed per tick)
+        self._present: dict[str, bool] = {}
 
     # -- file access, the only place OSError is caught -------------------------------------
     def _file(self, rel: str) -> Path:
@@ -140,6 +142,21 @@ class SysfsDevice(Device):
             return self.io.read_text(path)
         except OSError as exc:
             raise typed_error(exc, path, "read") from exc
+
+    def _read_optional_float(self, rel: str) -> float:
+        """The number in the optional file ``rel``, NaN where the driver has none. Whether it
+        has one is looked up once, and again after a failed read: a stat every tick cost as
+        much as the read itself."""
+        present = self._present.get(rel)
+        if present is None:
+            present = self._present[rel] = self._has(rel)
+        if not present:
+            return math.nan
+        try:
+            return self._read_float(rel)
+        except DeviceError:
+            del self._present[rel]
+            raise
 
     def _read_float(self, rel: str) -> float:
         text = self._read(rel)

@@ -1,7 +1,7 @@
 """A live simulated GPU: a devfreq device in a sysfs tree, rendering a scenario in scaled real time.
 
     python -m govd.sim.live --root DIR --socket PATH --scenario NAME [--levels seed9]
-                            [--speed X] [--seed N] [--duration-s S]
+                            [--speed X] [--seed N] [--duration-s S] [--render-s S]
 
 It lays out `DIR/class/devfreq/govd-sim0/` (see `govd.sim.devfreq_tree`), then every 50 ms of
 sim time: reads the governor and bounds, picks the level (its own simple_ondemand, or
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import socket
 import sys
@@ -48,7 +49,10 @@ class LiveGpu:
     """The simulated device: its frame stream, its level, its energy, its sysfs files."""
 
     def __init__(self, root: Path, socket_path: str | None, scenario: str, levels: str = "seed9",
-                 seed: int = 0) -> None:
+                 seed: int = 0, render_s: float = math.inf) -> None:
+        """``render_s``: the application renders for this much sim time (s), then stops and
+        the GPU idles (no frames, nothing busy) until the end."""
+        self.render_until_ms = render_s * 1000.0
         self.table = level_table(levels).core_levels()
         self.scenario, self.seed = scenario, seed
         self.levels_hz = [round(f * 1e6) for f in self.table.freqs_mhz]
@@ -92,6 +96,9 @@ class LiveGpu:
                 self.now_ms = until
                 if until == self.frame_end_ms:
                     self._finish_frame()
+            elif self.now_ms >= self.render_until_ms:  # the application stopped: idle
+                self.energy_j += self.table.idle_power_w * (to_ms - self.now_ms) / 1000.0
+                self.now_ms = to_ms
             elif self.next_start_ms > self.now_ms:
                 until = min(self.next_start_ms, to_ms)
                 self.energy_j += self.table.idle_power_w * (until - self.now_ms) / 1000.0
@@ -212,10 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speed", type=float, default=1.0, help="sim seconds per wall second")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--duration-s", type=float, default=None, help="stop after this sim time")
+    parser.add_argument("--render-s", type=float, default=math.inf,
+                        help="the application stops rendering after this sim time (GPU idle)")
     args = parser.parse_args(argv)
     if not args.speed > 0:
         parser.error("--speed must be positive")
-    gpu = LiveGpu(args.root, args.socket, args.scenario, args.levels, args.seed)
+    gpu = LiveGpu(args.root, args.socket, args.scenario, args.levels, args.seed, args.render_s)
     print(json.dumps(run(gpu, args.speed, args.duration_s)), flush=True)
     return 0
 

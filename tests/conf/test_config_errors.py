@@ -128,7 +128,7 @@ def test_a_key_of_control_characters_is_quoted_in_its_one_line_error() -> None:
     except ConfigError as exc:
         assert exc.errors == [
             "f.yaml:1: '\\r': unknown key (allowed: devices, policy, target, apps, period_ms, "
-            "min_dwell_ms, model, power, frames, logging, metrics, state_file)"
+            "min_dwell_ms, model, power, frames, logging, metrics, idle, state_file)"
         ]
     else:
         raise AssertionError("a carriage-return key was accepted")

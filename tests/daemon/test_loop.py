@@ -96,3 +96,35 @@ def test_accelerated_clock_waits_the_wall_clock_length_of_loop_time():
     waited_s: list[float] = []
     Clock(speed=10.0).wait(1.0, waited_s.append)
     assert waited_s == [pytest.approx(0.1)]
+
+
+def test_restart_on_a_time_already_here_fires_at_once_without_counting_an_overrun():
+    clock = FakeClock()
+    scheduler = DeadlineScheduler(1.0, clock.now_s, clock.wait_s)  # idling: 1 s period
+    assert scheduler.next_tick() is not None
+    clock.now += 0.3  # a frame arrived 0.3 s into the idle period
+    scheduler.restart(0.05, clock.now - 0.001)
+    waits_before = len(clock.waits)
+    woke = scheduler.next_tick()
+    assert woke is not None and woke.started_s == clock.now
+    assert len(clock.waits) == waits_before  # no wait: the tick is now
+    assert woke.overruns == 0 and scheduler.overruns == 0
+    after = scheduler.next_tick()
+    assert after is not None and after.due_s == pytest.approx(woke.due_s + 0.05)
+
+
+def test_restart_ahead_waits_for_the_new_first_deadline_then_keeps_the_new_period():
+    clock = FakeClock()
+    scheduler = DeadlineScheduler(0.05, clock.now_s, clock.wait_s)
+    assert scheduler.next_tick() is not None
+    scheduler.restart(1.0, clock.now + 1.0)  # going idle: next tick a whole idle period away
+    ticks = [scheduler.next_tick() for _ in range(3)]
+    assert [t.due_s for t in ticks if t is not None] == pytest.approx(
+        [100.05 + 1.0, 100.05 + 2.0, 100.05 + 3.0])
+    assert scheduler.overruns == 0
+
+
+def test_restart_refuses_a_period_that_is_not_positive():
+    scheduler = DeadlineScheduler(0.05, FakeClock().now_s, FakeClock().wait_s)
+    with pytest.raises(ValueError, match="positive"):
+        scheduler.restart(0.0, 100.0)

@@ -1,0 +1,116 @@
+"""Where a steady tick's CPU goes: the daemon's tick on the live simulated GPU, one tick per 50 ms
+(caches as cold as in production, unlike back-to-back ticks), each part timed by thread CPU time.
+
+Builds `Daemon` in this process on the simulated tree (game-medium, real time, frames through
+the socket), wraps the parts of a tick in thread-time counters and calls the tick body every
+50 ms. A part's figure includes the parts it calls (``source.drain`` includes ``receive``, which
+includes ``_take``, which includes ``parse`` and ``credentials``). Writes
+`bench/results/tick_parts.json`.   python bench/profile_tick.py [--ticks 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from daemon_setup import machine, scratch_dir, start_sim, write_result
+
+from govd.conf.schema import Config
+from govd.daemon.daemon import Daemon, Options
+from govd.daemon.loop import Tick
+
+PERIOD_S = 0.05
+
+
+def _timed(spent: Counter[str], label: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.thread_time_ns()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            spent[label] += time.thread_time_ns() - start
+    return timed
+
+
+class _TimedSocket:
+    """The frame socket with its ``recvmsg`` timed (a C method cannot be wrapped in place)."""
+
+    def __init__(self, sock: Any, spent: Counter[str]) -> None:
+        self._sock = sock
+        self.recvmsg = _timed(spent, "recvmsg", sock.recvmsg)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def _wrap(daemon: Daemon, spent: Counter[str]) -> None:
+    import govd.sources.socket as socket_source
+
+    runner = daemon.runners[0]
+    source = daemon.source
+    assert source is not None
+    parts: list[tuple[Any, str, str]] = [
+        (daemon, "_tick", "tick"), (runner, "tick", "runner.tick"),
+        (runner.device, "read", "device.read"), (runner.device, "override", "device.override"),
+        (runner.governor, "step", "governor.step"), (runner, "_apply", "runner._apply"),
+        (source, "drain", "source.drain"), (source, "receive", "source.receive"),
+        (source, "_take", "source._take"), (socket_source, "parse_frame_line", "parse"),
+        (socket_source, "_credentials", "credentials"), (daemon._watch, "rescan_due", "rescan"),
+        (daemon, "_take_new", "rescan"),
+    ]
+    if runner.summary is not None:
+        parts.append((runner.summary, "record_tick", "summary"))
+    for owner, name, label in parts:
+        setattr(owner, name, _timed(spent, label, getattr(owner, name)))
+    source._sock = _TimedSocket(source._sock, spent)  # type: ignore[attr-defined]
+
+
+def main() -> None:
+    """Run the profile and write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--ticks", type=int, default=200)
+    args = parser.parse_args()
+    spent: Counter[str] = Counter()
+    with scratch_dir("govd-profile-") as tmp_name:
+        tmp = Path(tmp_name)
+        root = tmp / "gpu"
+        sim = start_sim(root, tmp / "frames.sock")
+        config = Config.model_validate({
+            "state_file": str(tmp / "state.json"),
+            "frames": {"source": "socket",
+                       "socket": {"path": str(tmp / "frames.sock"), "group": None}},
+        })
+        daemon = Daemon(Options(config, sysfs_root=root))
+        try:
+            daemon._start()
+            _wrap(daemon, spent)
+            last_s = time.monotonic()
+            for _ in range(args.ticks):
+                time.sleep(PERIOD_S)
+                now_s = time.monotonic()
+                daemon._tick(Tick(now_s, now_s, now_s - last_s, 0))
+                last_s = now_s
+        finally:
+            daemon._shutdown()
+            sim.terminate()
+            sim.wait(timeout=60)
+    result = {
+        "benchmark": "parts of the daemon's tick, one tick per 50 ms on the live simulated GPU",
+        "ticks": args.ticks,
+        "thread_cpu_us_per_tick": {k: round(v / args.ticks / 1000, 1)
+                                   for k, v in spent.most_common()},
+        "notes": "thread CPU time per tick of each part, parts included in their callers; "
+                 "each timed call adds two clock_gettime(CLOCK_THREAD_CPUTIME_ID) system calls, "
+                 "which inflate the small parts called per frame (parse, credentials); the "
+                 "whole-process figure (bench_daemon) adds the wait and the kernel's side",
+        "machine": machine(),
+    }
+    write_result("tick_parts", result)
+
+
+if __name__ == "__main__":
+    main()

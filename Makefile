@@ -72,9 +72,17 @@ SYSUSERSDIR  ?= /usr/lib/sysusers.d
 CONFDIR      ?= /etc/govd
 
 install: setup
+	@# The unit's ProtectHome=yes hides /home, /root and /run/user from govd: a venv whose base
+	@# interpreter lives there (pyenv, a user's own Python) could not even start (203/EXEC).
+	@base=$$($(PYTHON) -c 'import sys; print(sys.base_prefix)'); case "$$base/" in \
+	  /home/*|/root/*|/run/user/*) echo "govd install: $(PYTHON) lives in $$base, which the service cannot see (ProtectHome=yes); use PYTHON=/usr/bin/python3" >&2; exit 1;; esac
 	test -x $(DESTDIR)$(APPDIR)/bin/python || $(PYTHON) -m venv $(DESTDIR)$(APPDIR)
 	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q --upgrade pip
 	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q '.[metrics]'
+	@# pip writes the venv's own path into its scripts' #! lines; staged, that is the DESTDIR
+	@# path, which does not exist once the tree is in place: point them at $(APPDIR).
+	@[ -z "$(DESTDIR)" ] || grep -rlI -- '$(DESTDIR)$(APPDIR)' $(DESTDIR)$(APPDIR)/bin \
+	  $(DESTDIR)$(APPDIR)/pyvenv.cfg | xargs -r sed -i 's|$(DESTDIR)$(APPDIR)|$(APPDIR)|g'
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(UNITDIR) \
 	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(CONFDIR)
 	ln -sfn $(APPDIR)/bin/govd $(DESTDIR)$(BINDIR)/govd

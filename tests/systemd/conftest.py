@@ -112,16 +112,21 @@ def journal(box: Container, *args: str) -> list[dict[str, str]]:
 def govd(machine: Container) -> Iterator[Container]:
     """govd active under the shipped units, the simulator drop-in and the test configuration;
     drop-ins a test adds are removed and the configuration put back afterwards."""
-    yield_ready(machine)
+    ready(machine)
     yield machine
     machine.sh(f"find {DROPINS} -type f ! -name sim.conf -delete")
     machine.write(CONFIG, config_text())
     machine.run("systemctl", "daemon-reload")
+    # A restart (about a second) rather than a reload: a test may leave govd stopped, stopped
+    # by SIGSTOP, or under a drop-in (WatchdogSec) that only a new start undoes.
+    machine.run("systemctl", "kill", "-s", "CONT", "govd.service", check=False)
+    machine.run("systemctl", "restart", "govd.service", timeout=120)
 
 
-def yield_ready(box: Container) -> None:
-    """Bring govd to active (restarting it when it is not), with the simulator running."""
-    box.run("systemctl", "reset-failed", "govd.service", check=False)
+def ready(box: Container) -> None:
+    """Bring govd to active (starting it when it is not), with the simulator running."""
+    box.run("systemctl", "start", "govd-sim.service", timeout=60)
     if show(box, "ActiveState") != "active":
+        box.run("systemctl", "reset-failed", "govd.service", check=False)
         box.run("systemctl", "restart", "govd.service", timeout=120)
     wait_for("govd active", lambda: show(box, "ActiveState") == "active", box=box)

@@ -6,9 +6,19 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.govd-installed
 
-.PHONY: setup test lint bench demo clean install uninstall
+.PHONY: setup container-tools test lint bench demo clean install uninstall
 
-setup: $(STAMP)
+setup: $(STAMP) container-tools
+
+# tests/systemd boots a real systemd in a container with systemd-nspawn (systemd-container). It
+# can only run as root, so only root gets it installed; others skip that suite with its reason.
+container-tools:
+	@if ! command -v systemd-nspawn >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	    command -v apt-get >/dev/null 2>&1; then \
+	  echo "govd setup: installing systemd-container with apt-get"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd-container >/dev/null || exit 1; \
+	fi
 
 # System packages: systemd-python has no wheel and compiles against libsystemd, so it needs
 # libsystemd-dev, pkg-config, a C compiler and the Python headers; venv needs python3-venv on

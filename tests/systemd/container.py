@@ -71,6 +71,8 @@ class Container:
         enter = "; ".join(f"echo $$ > {c}/cgroup.procs" for c in self.cgroups)
         command = ["systemd-nspawn", "-q", "-D", "/", "--volatile=yes", "-b", "--register=no",
                    "--keep-unit", "--console=passive", "-M", self.name,
+                   # Its own loopback only: nothing it starts can take a host port.
+                   "--private-network",
                    f"--overlay-ro=/usr:{stage / 'usr'}:/usr",
                    f"--bind-ro={stage / 'opt/govd'}:/opt/govd",
                    *(f"--bind-ro={src}:{dst}" for src, dst in binds),

@@ -24,6 +24,8 @@ SIM_ROOT = "/srv/govd-sim"
 SIM_DEVICE = f"{SIM_ROOT}/class/devfreq/govd-sim0"
 CONFIG = "/etc/govd/govd.yaml"
 DROPINS = "/etc/systemd/system/govd.service.d"
+SOURCE = "/run/govd-source"
+"""Where the repository is bound (read-only) in the container, for `make uninstall`."""
 SUMMARY_INTERVAL_S = 1.0
 """The test configuration's journal summary period, s (the shipped 60 s would slow the suite)."""
 
@@ -52,19 +54,31 @@ def config_text(**logging: object) -> str:
     return yaml.safe_dump(document, sort_keys=False)
 
 
-@pytest.fixture(scope="session")
-def machine(stage: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Container]:
-    """The booted container with govd installed and the simulator running, halted at the end."""
-    logs = tmp_path_factory.mktemp("container")
-    box = Container(stage, logs / "console.log", binds=((UNITS, "/run/govd-test-units"),))
+def installed(stage: Path, log_path: Path) -> Container:
+    """Boot a container, put the staged install in place and do what the README's install
+    section does after the files: `systemd-sysusers govd.conf` and `systemctl daemon-reload`
+    (the rest of `make install`), then `systemctl enable --now govd.socket govd.service`. The
+    test additions: the simulator unit, its drop-in, the test configuration."""
+    box = Container(stage, log_path, binds=((UNITS, "/run/govd-test-units"),
+                                            (REPO, SOURCE)))
     try:
-        # The rest of `make install` (what it does when DESTDIR is empty) and the README.
         box.run("systemd-sysusers", "govd.conf")
         box.sh(f"cp /run/govd-test-units/govd-sim.service /etc/systemd/system/ && "
                f"mkdir -p {DROPINS} && cp /run/govd-test-units/sim.conf {DROPINS}/")
         box.write(CONFIG, config_text())
         box.run("systemctl", "daemon-reload")
         box.run("systemctl", "enable", "--now", "govd.socket", "govd.service", timeout=120)
+    except BaseException:
+        box.halt()
+        raise
+    return box
+
+
+@pytest.fixture(scope="session")
+def machine(stage: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Container]:
+    """The booted container with govd installed and the simulator running, halted at the end."""
+    box = installed(stage, tmp_path_factory.mktemp("container") / "console.log")
+    try:
         yield box
     finally:
         box.halt()

@@ -2,8 +2,9 @@
 
 `systemd-nspawn -D / --volatile=yes -b` boots the host's root with a tmpfs for everything but
 /usr, which is the host's, read-only. govd's staged install (`make install DESTDIR=STAGE`) goes in
-the way `make install` lays it out: STAGE/usr is overlaid on /usr (read-only), STAGE/opt/govd is
-bound at /opt/govd, and STAGE/etc is unpacked into the container's /etc. Commands run inside
+the way `make install` lays it out: STAGE/usr is overlaid on /usr and STAGE/opt on /opt
+(both writable, the writes discarded with the container; the host and the stage never
+change), and STAGE/etc is unpacked into the container's /etc. Commands run inside
 with `nsenter -t LEADER -a` (the host runs no systemd, so machinectl cannot reach it).
 
 There is no host systemd to give the container a cgroup of its own, and nspawn with --keep-unit
@@ -73,8 +74,10 @@ class Container:
                    "--keep-unit", "--console=passive", "-M", self.name,
                    # Its own loopback only: nothing it starts can take a host port.
                    "--private-network",
-                   f"--overlay-ro=/usr:{stage / 'usr'}:/usr",
-                   f"--bind-ro={stage / 'opt/govd'}:/opt/govd",
+                   # Writable, changes kept in a temporary upper layer that goes with the
+                   # container: `make uninstall` may remove what install added.
+                   f"--overlay=/usr:{stage / 'usr'}::/usr",
+                   f"--overlay={stage / 'opt'}::/opt",
                    *(f"--bind-ro={src}:{dst}" for src, dst in binds),
                    # The booted tree has an empty /etc: without this, systemd-firstboot waits
                    # for someone to type a locale.

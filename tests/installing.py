@@ -27,5 +27,7 @@ def make(target: str, destdir: Path, *extra: str) -> subprocess.CompletedProcess
     python = install_python()
     variables = [f"DESTDIR={destdir}", f"VENV={sys.prefix}",
                  *([f"PYTHON={python}"] if python else []), *extra]
-    return subprocess.run(["make", "-s", target, *variables], cwd=REPO, env=env,
+    # -o: the venv running these tests is set up already; never reinstall it from a test.
+    keep = ["-o", f"{sys.prefix}/.govd-installed"]
+    return subprocess.run(["make", "-s", *keep, target, *variables], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)

@@ -35,12 +35,17 @@ def why_no_container() -> str | None:
         return "booting a systemd container needs root"
     if shutil.which("systemd-nspawn") is None:
         return "systemd-nspawn is missing (apt-get install systemd-container)"
-    if shutil.which("nsenter") is None:
-        return "nsenter is missing (util-linux)"
+    if shutil.which("nsenter") is None or shutil.which("unshare") is None:
+        return "nsenter/unshare are missing (util-linux)"
     if not Path("/usr/lib/systemd/systemd").exists() and not Path("/lib/systemd/systemd").exists():
         return "the host has no systemd to boot"
     if not _hierarchies():
         return f"no writable cgroup hierarchy under {CGROUP_ROOT}"
+    # An unprivileged container runtime (docker without --privileged) forbids the namespaces.
+    probe = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--uts", "--ipc", "--net",
+                            "true"], capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return f"cannot create the namespaces a container needs: {probe.stderr.strip()}"
     return None
 
 

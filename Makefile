@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.govd-installed
 
-.PHONY: setup container-tools test lint bench demo clean install uninstall
+.PHONY: setup container-tools test lint bench demo clean install install-system uninstall
 
 setup: $(STAMP) container-tools
 
@@ -101,11 +101,15 @@ install: setup
 	install -m 0644 systemd/govd.sysusers $(DESTDIR)$(SYSUSERSDIR)/govd.conf
 	@# never overwrite a configuration the administrator has edited
 	test -e $(DESTDIR)$(CONFDIR)/govd.yaml || install -m 0644 config/govd.yaml $(DESTDIR)$(CONFDIR)/govd.yaml
-	@if [ -z "$(DESTDIR)" ]; then \
-	  systemd-sysusers govd.conf 2>/dev/null || getent group govd >/dev/null || groupadd --system govd; \
-	  if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; \
-	  echo "installed; start with: systemctl enable --now govd.socket govd.service"; \
-	fi
+	@[ -n "$(DESTDIR)" ] || $(MAKE) -s --no-print-directory install-system
+
+# What install does to the running system once the files are in place (not when staging with
+# DESTDIR): the group, then systemd rereads its units. tests/systemd runs this target inside a
+# container where a staged tree has been put in place.
+install-system:
+	systemd-sysusers govd.conf 2>/dev/null || getent group govd >/dev/null || groupadd --system govd
+	if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo "installed; start with: systemctl enable --now govd.socket govd.service"
 
 uninstall:
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \

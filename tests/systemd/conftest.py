@@ -25,7 +25,7 @@ SIM_DEVICE = f"{SIM_ROOT}/class/devfreq/govd-sim0"
 CONFIG = "/etc/govd/govd.yaml"
 DROPINS = "/etc/systemd/system/govd.service.d"
 SOURCE = "/run/govd-source"
-"""Where the repository is bound (read-only) in the container, for `make uninstall`."""
+"""Where the repository is bound (read-only) in the container, for its Makefile."""
 SUMMARY_INTERVAL_S = 1.0
 """The test configuration's journal summary period, s (the shipped 60 s would slow the suite)."""
 
@@ -56,17 +56,16 @@ def config_text(**logging: object) -> str:
 
 def installed(stage: Path, log_path: Path) -> Container:
     """Boot a container, put the staged install in place and do what the README's install
-    section does after the files: `systemd-sysusers govd.conf` and `systemctl daemon-reload`
-    (the rest of `make install`), then `systemctl enable --now govd.socket govd.service`. The
-    test additions: the simulator unit, its drop-in, the test configuration."""
+    section does after the files: `make install-system` (the rest of `make install`: the group,
+    daemon-reload), then `systemctl enable --now govd.socket govd.service`. The test
+    additions: the simulator unit, its drop-in, the test configuration."""
     box = Container(stage, log_path, binds=((UNITS, "/run/govd-test-units"),
                                             (REPO, SOURCE)))
     try:
-        box.run("systemd-sysusers", "govd.conf")
         box.sh(f"cp /run/govd-test-units/govd-sim.service /etc/systemd/system/ && "
                f"mkdir -p {DROPINS} && cp /run/govd-test-units/sim.conf {DROPINS}/")
         box.write(CONFIG, config_text())
-        box.run("systemctl", "daemon-reload")
+        box.run("make", "-s", "-C", SOURCE, "install-system")
         box.run("systemctl", "enable", "--now", "govd.socket", "govd.service", timeout=120)
     except BaseException:
         box.halt()

@@ -79,6 +79,7 @@ BINDIR       ?= /usr/local/bin
 DOCDIR       ?= /usr/local/share/doc/govd
 UNITDIR      ?= /etc/systemd/system
 SYSUSERSDIR  ?= /usr/lib/sysusers.d
+TMPFILESDIR  ?= /usr/lib/tmpfiles.d
 CONFDIR      ?= /etc/govd
 
 install: setup
@@ -94,20 +95,23 @@ install: setup
 	@[ -z "$(DESTDIR)" ] || grep -rlI -- '$(DESTDIR)$(APPDIR)' $(DESTDIR)$(APPDIR)/bin \
 	  $(DESTDIR)$(APPDIR)/pyvenv.cfg | xargs -r sed -i 's|$(DESTDIR)$(APPDIR)|$(APPDIR)|g'
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(UNITDIR) \
-	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(CONFDIR)
+	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(CONFDIR)
 	ln -sfn $(APPDIR)/bin/govd $(DESTDIR)$(BINDIR)/govd
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
 	install -m 0644 systemd/govd.service systemd/govd.socket $(DESTDIR)$(UNITDIR)/
 	install -m 0644 systemd/govd.sysusers $(DESTDIR)$(SYSUSERSDIR)/govd.conf
+	install -m 0644 systemd/govd.tmpfiles $(DESTDIR)$(TMPFILESDIR)/govd.conf
+	install -m 0644 systemd/mangohud-home.conf.example systemd/fdinfo.conf.example $(DESTDIR)$(DOCDIR)/
 	@# never overwrite a configuration the administrator has edited
 	test -e $(DESTDIR)$(CONFDIR)/govd.yaml || install -m 0644 config/govd.yaml $(DESTDIR)$(CONFDIR)/govd.yaml
 	@[ -n "$(DESTDIR)" ] || $(MAKE) -s --no-print-directory install-system
 
 # What install does to the running system once the files are in place (not when staging with
-# DESTDIR): the group, then systemd rereads its units. tests/systemd runs this target inside a
-# container where a staged tree has been put in place.
+# DESTDIR): the group, the MangoHud folder (govd.tmpfiles), then systemd rereads its units.
+# tests/systemd runs this target inside a container where a staged tree has been put in place.
 install-system:
 	systemd-sysusers govd.conf 2>/dev/null || getent group govd >/dev/null || groupadd --system govd
+	systemd-tmpfiles --create govd.conf 2>/dev/null || install -d -m 3770 -g govd /var/lib/govd/mangohud
 	if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "installed; start with: systemctl enable --now govd.socket govd.service"
 
@@ -118,7 +122,7 @@ uninstall:
 	@# the service's ExecStopPost restores the clocks; this covers a govd run by hand
 	-@[ -n "$(DESTDIR)" ] || [ ! -x $(BINDIR)/govd ] || $(BINDIR)/govd restore --config $(CONFDIR)/govd.yaml
 	rm -f $(DESTDIR)$(UNITDIR)/govd.service $(DESTDIR)$(UNITDIR)/govd.socket \
-	  $(DESTDIR)$(SYSUSERSDIR)/govd.conf $(DESTDIR)$(BINDIR)/govd
+	  $(DESTDIR)$(SYSUSERSDIR)/govd.conf $(DESTDIR)$(TMPFILESDIR)/govd.conf $(DESTDIR)$(BINDIR)/govd
 	rm -rf $(DESTDIR)$(APPDIR) $(DESTDIR)$(DOCDIR)
 	@# the configuration goes only if it is still the shipped one
 	@if cmp -s config/govd.yaml $(DESTDIR)$(CONFDIR)/govd.yaml; then \

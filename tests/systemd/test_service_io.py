@@ -69,6 +69,17 @@ def test_frames_sent_to_the_activated_socket_by_group_govd_reach_govd(govd: Cont
     assert status(govd)["frames"].get("rejected_sender", 0) == 0
 
 
+def test_install_made_the_mangohud_folder_the_service_can_read(govd: Container) -> None:
+    # systemd-tmpfiles (make install-system) from /usr/lib/tmpfiles.d/govd.conf.
+    folder = "/var/lib/govd/mangohud"
+    assert govd.sh(f"stat -c '%a %U:%G' {folder}").strip() == "3770 root:govd"
+    # Readable, not writable, from inside the unit's sandbox (ProtectSystem=strict).
+    pid = main_pid(govd)
+    inside = govd.run("nsenter", "-t", str(pid), "-m", "sh", "-c",
+                      f"ls {folder} >/dev/null && touch {folder}/x", check=False)
+    assert "Read-only file system" in inside.stderr
+
+
 def test_the_journal_carries_the_govd_fields_and_the_periodic_summary(govd: Container) -> None:
     pid = main_pid(govd)
 

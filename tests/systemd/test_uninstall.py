@@ -23,7 +23,7 @@ def test_make_uninstall_stops_govd_restores_the_device_and_removes_what_install_
             assert show(box, "LoadState", unit) == "not-found"
         left = box.sh("ls -d /opt/govd/* /usr/local/bin/govd /usr/local/share/doc/govd "
                       "/etc/systemd/system/govd.service /etc/systemd/system/govd.socket "
-                      "/usr/lib/sysusers.d/govd.conf "
+                      "/usr/lib/sysusers.d/govd.conf /usr/lib/tmpfiles.d/govd.conf "
                       f"/run/govd/frames.sock {CONFIG} 2>/dev/null", check=False).split()
         assert left == [CONFIG]  # (the test's own drop-in folder is not install's to remove)
     finally:

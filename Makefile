@@ -6,9 +6,19 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.govd-installed
 
-.PHONY: setup test lint bench demo clean install uninstall
+.PHONY: setup container-tools test lint bench demo clean install install-system uninstall
 
-setup: $(STAMP)
+setup: $(STAMP) container-tools
+
+# tests/systemd boots a real systemd in a container with systemd-nspawn (systemd-container). It
+# can only run as root, so only root gets it installed; others skip that suite with its reason.
+container-tools:
+	@if ! command -v systemd-nspawn >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	    command -v apt-get >/dev/null 2>&1; then \
+	  echo "govd setup: installing systemd-container with apt-get"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd-container >/dev/null || exit 1; \
+	fi
 
 # System packages: systemd-python has no wheel and compiles against libsystemd, so it needs
 # libsystemd-dev, pkg-config, a C compiler and the Python headers; venv needs python3-venv on
@@ -73,9 +83,17 @@ TMPFILESDIR  ?= /usr/lib/tmpfiles.d
 CONFDIR      ?= /etc/govd
 
 install: setup
+	@# The unit's ProtectHome=yes hides /home, /root and /run/user from govd: a venv whose base
+	@# interpreter lives there (pyenv, a user's own Python) could not even start (203/EXEC).
+	@base=$$($(PYTHON) -c 'import sys; print(sys.base_prefix)'); case "$$base/" in \
+	  /home/*|/root/*|/run/user/*) echo "govd install: $(PYTHON) lives in $$base, which the service cannot see (ProtectHome=yes); use PYTHON=/usr/bin/python3" >&2; exit 1;; esac
 	test -x $(DESTDIR)$(APPDIR)/bin/python || $(PYTHON) -m venv $(DESTDIR)$(APPDIR)
 	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q --upgrade pip
 	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q '.[metrics]'
+	@# pip writes the venv's own path into its scripts' #! lines; staged, that is the DESTDIR
+	@# path, which does not exist once the tree is in place: point them at $(APPDIR).
+	@[ -z "$(DESTDIR)" ] || grep -rlI -- '$(DESTDIR)$(APPDIR)' $(DESTDIR)$(APPDIR)/bin \
+	  $(DESTDIR)$(APPDIR)/pyvenv.cfg | xargs -r sed -i 's|$(DESTDIR)$(APPDIR)|$(APPDIR)|g'
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(UNITDIR) \
 	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(CONFDIR)
 	ln -sfn $(APPDIR)/bin/govd $(DESTDIR)$(BINDIR)/govd
@@ -86,12 +104,16 @@ install: setup
 	install -m 0644 systemd/mangohud-home.conf.example systemd/fdinfo.conf.example $(DESTDIR)$(DOCDIR)/
 	@# never overwrite a configuration the administrator has edited
 	test -e $(DESTDIR)$(CONFDIR)/govd.yaml || install -m 0644 config/govd.yaml $(DESTDIR)$(CONFDIR)/govd.yaml
-	@if [ -z "$(DESTDIR)" ]; then \
-	  systemd-sysusers govd.conf 2>/dev/null || getent group govd >/dev/null || groupadd --system govd; \
-	  systemd-tmpfiles --create govd.conf 2>/dev/null || install -d -m 3770 -g govd /var/lib/govd/mangohud; \
-	  if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; \
-	  echo "installed; start with: systemctl enable --now govd.socket govd.service"; \
-	fi
+	@[ -n "$(DESTDIR)" ] || $(MAKE) -s --no-print-directory install-system
+
+# What install does to the running system once the files are in place (not when staging with
+# DESTDIR): the group, the MangoHud folder (govd.tmpfiles), then systemd rereads its units.
+# tests/systemd runs this target inside a container where a staged tree has been put in place.
+install-system:
+	systemd-sysusers govd.conf 2>/dev/null || getent group govd >/dev/null || groupadd --system govd
+	systemd-tmpfiles --create govd.conf 2>/dev/null || install -d -m 3770 -g govd /var/lib/govd/mangohud
+	if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo "installed; start with: systemctl enable --now govd.socket govd.service"
 
 uninstall:
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \

@@ -10,15 +10,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.installing import REPO, make
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
-
-
-def make(target: str, destdir: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
-    return subprocess.run(["make", "-s", target, f"DESTDIR={destdir}"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
 
 
 def test_install_lays_out_service_and_uninstall_reverses_it(tmp_path: Path) -> None:
@@ -34,9 +28,13 @@ def test_install_lays_out_service_and_uninstall_reverses_it(tmp_path: Path) -> N
         assert path.is_file(), rel
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, rel
     assert os.readlink(stage / "usr/local/bin/govd") == "/opt/govd/bin/govd"
-    version = subprocess.run([str(stage / "opt/govd/bin/govd"), "--version"],
+    version = subprocess.run([str(stage / "opt/govd/bin/python"), "-m", "govd", "--version"],
                              capture_output=True, text=True, timeout=120)
     assert version.stdout.startswith("govd ")
+    # The staged venv runs once in place at /opt/govd: no script points back into the stage.
+    assert (stage / "opt/govd/bin/govd").read_text().startswith("#!/opt/govd/bin/python\n")
+    assert not subprocess.run(["grep", "-rlI", str(stage), str(stage / "opt/govd/bin")],
+                              capture_output=True, text=True).stdout
     assert conf.read_text() == "# edited by the administrator\n"  # never overwritten
 
     done = make("uninstall", stage)
@@ -56,3 +54,13 @@ def test_uninstall_removes_an_unedited_configuration(tmp_path: Path) -> None:
     done = make("uninstall", stage)
     assert done.returncode == 0, done.stderr
     assert not conf.exists() and not conf.parent.exists()
+
+
+def test_install_refuses_a_python_the_service_cannot_see(tmp_path: Path) -> None:
+    home_python = tmp_path / "root-python"
+    home_python.write_text('#!/bin/sh\necho /root/.pyenv/versions/3.11.7\n')
+    home_python.chmod(0o755)
+    done = make("install", tmp_path / "stage", f"PYTHON={home_python}")
+    assert done.returncode != 0
+    assert "ProtectHome=yes" in done.stderr and "PYTHON=/usr/bin/python3" in done.stderr
+    assert not (tmp_path / "stage/opt").exists()

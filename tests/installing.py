@@ -1,0 +1,33 @@
+"""Running the Makefile's install targets from tests (tests/test_install.py, tests/systemd)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def install_python() -> str | None:
+    """The interpreter `make install` builds /opt/govd's venv on: the system's python3. The
+    Makefile refuses one under /root or /home (pyenv, a user's own build): the unit's
+    ProtectHome=yes hides it from the service."""
+    for candidate in ("/usr/bin/python3", "/bin/python3"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def make(target: str, destdir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`make -s TARGET DESTDIR=destdir` with the system python3 and this test run's venv as the
+    development venv (so `setup` is already done when the tests run under `make test`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    python = install_python()
+    variables = [f"DESTDIR={destdir}", f"VENV={sys.prefix}",
+                 *([f"PYTHON={python}"] if python else []), *extra]
+    # -o: the venv running these tests is set up already; never reinstall it from a test.
+    keep = ["-o", f"{sys.prefix}/.govd-installed"]
+    return subprocess.run(["make", "-s", *keep, target, *variables], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)

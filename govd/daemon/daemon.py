@@ -387,19 +387,24 @@ class Daemon:
         if not self._wrote_state:
             return True  # never took a device; a state file there is not ours to touch
         failed: list[dict[str, Any]] = list(self._carried)
+        left: list[str] = []
+        restored: list[str] = []
         for runner in self.runners:
             if runner.paused == "contested":
                 # govd stepped back from a device another tool kept setting: restoring what
                 # govd found would undo that tool's choice.
                 log.info("%s: left as the tool that took it set it", runner.name)
+                left.append(runner.name)
                 runner.close()
                 continue
             try:
-                runner.device.restore()
+                runner.device.restore()  # reads the state back: raises when it did not hold
             except (DeviceError, OSError) as exc:
                 log.error("%s: could not restore (%s); kept in %s for `govd restore`",
                           runner.name, exc, self._state_file)
                 failed.append(runner.device.save())
+            else:
+                restored.append(runner.name)
             runner.close()
         self._watch.close()
         for closing in (self.source, self._metrics_server):
@@ -411,7 +416,10 @@ class Daemon:
             except StateFileError as exc:
                 log.error("%s", exc)
             return False
-        if self.runners:
+        if left:
+            log.info("restored %s; left to the tool that took it: %s",
+                     ", ".join(restored) or "none", ", ".join(left))
+        elif self.runners:
             log.info("every device restored")
         remove_state(self._state_file)
         if self.options.status_file is not None:

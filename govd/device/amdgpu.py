@@ -164,10 +164,11 @@ class AmdgpuDevice(SysfsDevice):
         return np.asarray(volts_v, dtype=np.float64)
 
     def _capture_state(self) -> dict[str, Any]:
-        _, index, _, _ = self._table()
         state: dict[str, Any] = {"performance_level": self.performance_level()}
-        if state["performance_level"] == MANUAL and index is not None:
-            state["sclk_index"] = index
+        if state["performance_level"] == MANUAL:  # the table's index matters only in manual
+            index = self._table()[1]
+            if index is not None:
+                state["sclk_index"] = index
         return state
 
     def _restore_state(self, state: dict[str, Any]) -> None:

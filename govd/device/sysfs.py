@@ -256,9 +256,17 @@ class SysfsDevice(Device):
         self.io.close()
 
     def restore(self) -> None:
-        """Put back the saved state; does nothing when govd never wrote. Idempotent."""
-        if self._saved_state is not None:
-            self._restore_state(self._saved_state)
+        """Put back the saved state, then read it back: raises DeviceError naming what did not
+        hold (a driver that ignored a write, a tool that wrote in between), so nobody reports a
+        device restored that is not. Does nothing when govd never wrote. Idempotent."""
+        if self._saved_state is None:
+            return
+        self._restore_state(self._saved_state)
+        now = self._capture_state()
+        differ = [f"{key} is {now.get(key)!r}, not {value!r}"
+                  for key, value in self._saved_state.items() if now.get(key) != value]
+        if differ:
+            raise DeviceError(f"{self.path}: restore did not hold: {'; '.join(differ)}")
 
     @classmethod
     def from_saved(

@@ -209,9 +209,11 @@ def test_device_key_is_parsed_and_a_bad_one_rejects_the_line():
             parse_frame_line(bad)
 
 
-def test_device_another_tool_keeps_taking_is_left_to_it_at_stop(short_dir):
+def test_device_another_tool_keeps_taking_is_left_to_it_at_stop(short_dir, caplog):
     """A contested device (govd stepped back) is not 'restored' at stop: that would undo the
-    other tool's setting, and the state govd found is no longer what the device should have."""
+    other tool's setting, and the state govd found is no longer what the device should have.
+    The stop's last line says so instead of claiming every device restored."""
+    caplog.set_level("INFO", logger="govd.daemon")
     root = short_dir / "sys"
     devfreq, _ = mali_panfrost(root, governor="userspace")
 
@@ -223,6 +225,9 @@ def test_device_another_tool_keeps_taking_is_left_to_it_at_stop(short_dir):
     run_until(daemon, lambda d: runner(d, MALI).paused == "contested", other_tool)
     assert (devfreq / "governor").read_text().strip() == "simple_ondemand"
     assert not (short_dir / "state.json").exists()
+    lines = [r.getMessage() for r in caplog.records]
+    assert "every device restored" not in lines
+    assert f"restored none; left to the tool that took it: {MALI}" in lines
 
 
 def test_start_up_objects_are_frozen_out_of_the_collectors_scans(short_dir):

@@ -26,6 +26,7 @@ from govd.conf.schema import Config
 from govd.daemon.device_runner import DeviceRunner, RunnerSettings, close_device
 from govd.daemon.governed import SetupError, build_governor, find_devices, select
 from govd.daemon.hotplug import DeviceWatch
+from govd.daemon.lock import DeviceBusy, DeviceLocks
 from govd.daemon.loop import Clock, DeadlineScheduler, Tick, TickStats
 from govd.daemon.record import TraceRecorder, trace_path
 from govd.daemon.signals import SignalFlags
@@ -133,6 +134,7 @@ class Daemon:
         self._state_file = Path(self.config.state_file)
         self._scheduler: DeadlineScheduler | None = None
         self._wrote_state = False
+        self._locks = DeviceLocks(self._state_file.parent)
 
     # -- the whole run -------------------------------------------------------------------------
     def run(self) -> int:
@@ -153,13 +155,20 @@ class Daemon:
         return 0 if restored else 1
 
     def _start(self) -> None:
-        self._restore_stale()
         devices = select(self.config, find_devices(self.options.sysfs_root))
         if not devices:
             raise StartError(
                 f"no device to govern under {self.options.sysfs_root} "
                 "(see `govd devices` for what was found and why)"
             )
+        # One governor per device: every lock before anything is restored, saved or written,
+        # so a second daemon leaves the devices, and the first one's state file, untouched.
+        try:
+            for device in devices:
+                self._locks.take(device)
+        except DeviceBusy as exc:
+            raise StartError(str(exc)) from exc
+        self._restore_stale()
         built = [(device, *build_governor(self.config, device)) for device in devices]
         # Before the first write: the state found goes to disk, so a crash loses nothing.
         self._save_state(devices)
@@ -202,9 +211,10 @@ class Daemon:
         file (with every other's) before its runner may write to it."""
         for device in self._watch.new_devices(self.config, now_s):
             try:
+                self._locks.take(device)
                 governor, settings = build_governor(self.config, device)
                 self._save_state([r.device for r in self.runners] + [device])
-            except (SetupError, StateFileError, DeviceError, OSError) as exc:
+            except (DeviceBusy, SetupError, StateFileError, DeviceError, OSError) as exc:
                 log.error("%s: appeared but cannot be governed: %s", device.name, exc)
                 close_device(device)
                 continue
@@ -220,7 +230,7 @@ class Daemon:
             raise StartError(f"govd (pid {state.pid}) is already running: {self._state_file}")
         log.warning("%s: state left by a govd that did not stop cleanly (pid %d); restoring it",
                     self._state_file, state.pid)
-        failures = restore_all(state)
+        failures = restore_all(state, hold=self._locks.take)
         for line in failures:
             log.error("could not restore %s; kept in the state file", line)
         if not failures:
@@ -385,6 +395,7 @@ class Daemon:
         """Put every device back; returns True when all went back (state file removed)."""
         self.notifier.stopping("restoring the clocks govd found")
         if not self._wrote_state:
+            self._locks.release_all()
             return True  # never took a device; a state file there is not ours to touch
         failed: list[dict[str, Any]] = list(self._carried)
         left: list[str] = []
@@ -415,6 +426,7 @@ class Daemon:
                 save_state(self._state_file, SavedState(failed, str(self.options.sysfs_root)))
             except StateFileError as exc:
                 log.error("%s", exc)
+            self._locks.release_all()  # after the state file: `govd restore` waits for both
             return False
         if left:
             log.info("restored %s; left to the tool that took it: %s",
@@ -422,6 +434,7 @@ class Daemon:
         elif self.runners:
             log.info("every device restored")
         remove_state(self._state_file)
+        self._locks.release_all()
         if self.options.status_file is not None:
             self.options.status_file.unlink(missing_ok=True)
         return True

@@ -15,12 +15,14 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from govd.daemon.lock import DeviceBusy, DeviceLocks
 from govd.device.base import Device, DeviceError
-from govd.device.discovery import restore_saved
+from govd.device.discovery import reopen
 
 log = logging.getLogger("govd.daemon.state")
 
@@ -137,15 +139,19 @@ def _is_govd(pid: int) -> bool:
     return b"govd" in cmdline
 
 
-def restore_all(state: SavedState) -> list[str]:
+def restore_all(state: SavedState, hold: Callable[[Device], None] | None = None) -> list[str]:
     """Put every device in ``state`` back; returns one line per device that could not be
-    (the others are done even when one fails)."""
+    (the others are done even when one fails). ``hold`` is called with each reopened device
+    before anything is written to it (the daemon takes its lock there; raising refuses it)."""
     failures = []
     for saved in state.devices:
         name = saved.get("name", "?")
         try:
-            restore_saved(saved, Path(state.sysfs_root))
-        except (DeviceError, KeyError, OSError, ValueError) as exc:
+            device = reopen(saved, Path(state.sysfs_root))
+            if hold is not None:
+                hold(device)
+            device.restore()
+        except (DeviceBusy, DeviceError, KeyError, OSError, ValueError) as exc:
             failures.append(f"{name}: {exc}")
         else:
             log.info("%s: restored the state govd found", name)
@@ -174,7 +180,12 @@ def restore_from_file(path: Path) -> tuple[int, list[str]]:
         raise StateFileError(
             f"{path}: govd (pid {state.pid}) is running and holds these devices; stop it instead"
         )
-    failures = restore_all(state)
+    # A device another govd governs now (with another state file) is not written under it.
+    locks = DeviceLocks(path.parent)
+    try:
+        failures = restore_all(state, hold=locks.take)
+    finally:
+        locks.release_all()
     if not failures:
         remove_state(path)
     return len(state.devices), failures

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from govd.conf.schema import Config
-from govd.daemon.daemon import Daemon, Options, frames_for
+from govd.daemon.daemon import Daemon, Options, StartError, frames_for
 from govd.daemon.device_runner import DeviceRunner
+from govd.daemon.state import restore_from_file
 from govd.sources.base import Frame
 from tests.sysfs_fixtures import adreno_msm, mali_panfrost
 
@@ -244,3 +245,63 @@ def test_start_up_objects_are_frozen_out_of_the_collectors_scans(short_dir):
     finally:
         gc.unfreeze()
     assert min(frozen) > 10_000
+
+
+def with_set_freq(devfreq: Path) -> None:
+    """Plain files do not grow ``userspace/set_freq`` with the governor as the kernel does."""
+    (devfreq / "userspace").mkdir()
+    (devfreq / "userspace/set_freq").write_text("undefined\n")
+
+
+def files_under(root: Path) -> dict[str, str]:
+    """Every file's content under ``root``, by path (what a write would change)."""
+    return {str(p): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("same_state_file", [True, False])
+def test_second_daemon_on_a_governed_device_touches_nothing_and_says_why(short_dir,
+                                                                         same_state_file):
+    """Two daemons on one device: the second fails on the device's lock before it restores,
+    saves or writes anything, and its exit leaves the first one's state file alone."""
+    root = short_dir / "sys"
+    devfreq, _ = mali_panfrost(root)
+    with_set_freq(devfreq)
+    first_state = short_dir / "state.json"
+    second_dir = short_dir if same_state_file else short_dir / "second"
+    second = Daemon(Options(config(second_dir), sysfs_root=root))
+    outcome: dict[str, Any] = {}
+
+    def start_second(daemon: Daemon) -> None:
+        if daemon.stats.ticks == 3 and not outcome:
+            saved = first_state.read_text()
+            found = files_under(root)
+            with pytest.raises(StartError, match=f"{MALI}: already governed by another govd"):
+                second.run()
+            outcome["first state kept"] = first_state.read_text() == saved
+            outcome["second state written"] = not same_state_file and \
+                (second_dir / "state.json").exists()
+            outcome["device written"] = files_under(root) != found
+
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+    run_until(daemon, lambda d: bool(outcome), start_second)
+    assert outcome == {"first state kept": True, "second state written": False,
+                       "device written": False}
+    assert (devfreq / "governor").read_text().strip() == "simple_ondemand"  # first restored
+
+
+def test_restore_waits_for_the_lock_and_works_once_the_crashed_daemons_lock_is_gone(short_dir):
+    root = short_dir / "sys"
+    devfreq, _ = mali_panfrost(root)
+    with_set_freq(devfreq)
+    crashed = Daemon(Options(config(short_dir), sysfs_root=root))
+    crashed._start()  # locks, saves the state, governs ... and then dies without a shutdown
+    crashed.runners[0].tick(0.0, 0.01, [])
+    assert (devfreq / "governor").read_text().strip() == "userspace"
+    count, failures = restore_from_file(short_dir / "state.json")
+    assert count == 1 and "already governed by another govd" in failures[0]
+    assert (devfreq / "governor").read_text().strip() == "userspace"  # not written under it
+    crashed._locks.release_all()  # what the kernel does when the process dies
+    crashed.source.close()
+    assert restore_from_file(short_dir / "state.json") == (1, [])
+    assert (devfreq / "governor").read_text().strip() == "simple_ondemand"
+    assert not (short_dir / "state.json").exists()

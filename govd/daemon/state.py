@@ -22,7 +22,7 @@ from typing import Any
 
 from govd.daemon.lock import DeviceBusy, DeviceLocks
 from govd.device.base import Device, DeviceError
-from govd.device.discovery import reopen
+from govd.device.discovery import check_saved, reopen
 
 log = logging.getLogger("govd.daemon.state")
 
@@ -100,15 +100,33 @@ def load_state(path: Path) -> SavedState | None:
     except OSError as exc:
         raise StateFileError(f"{path}: cannot read the state file: {exc.strerror}") from exc
     try:
-        data = json.loads(text)
-        if data.get("version") != VERSION:
-            raise ValueError(f"version {data.get('version')!r}, expected {VERSION}")
-        devices = data["devices"]
-        if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
-            raise ValueError("devices must be a list of objects")
-        return SavedState(devices, str(data.get("sysfs_root", "/sys")), int(data["pid"]))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise StateFileError(f"{path}: not a govd state file: {exc}") from exc
+        return _parse(json.loads(text))
+    except (ValueError, RecursionError) as exc:
+        raise StateFileError(f"{path}: not a govd state file: {exc}") from None
+
+
+def _parse(data: object) -> SavedState:
+    """The state file's JSON checked in full (ValueError, one line, on anything else): nothing
+    of a malformed file is written back."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    unknown = sorted(set(data) - {"version", "pid", "sysfs_root", "devices"})
+    if unknown:
+        raise ValueError(f"unknown keys {', '.join(unknown)}")
+    if data.get("version") != VERSION or isinstance(data.get("version"), bool):
+        raise ValueError(f"version {data.get('version')!r}, expected {VERSION}")
+    pid = data.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        raise ValueError(f"pid {pid!r} is not a process id")
+    sysfs_root = data.get("sysfs_root", "/sys")
+    if not isinstance(sysfs_root, str) or not Path(sysfs_root).is_absolute():
+        raise ValueError(f"sysfs_root {sysfs_root!r} is not an absolute path")
+    devices = data.get("devices")
+    if not isinstance(devices, list):
+        raise ValueError("devices must be a list")
+    for saved in devices:
+        check_saved(saved)
+    return SavedState(devices, sysfs_root, pid)
 
 
 def remove_state(path: Path) -> None:

@@ -82,6 +82,9 @@ class AmdgpuDevice(SysfsDevice):
     """An amdgpu card (``cardN``); its files live in the PCI device directory ``cardN/device``."""
 
     backend: ClassVar[str] = "amdgpu"
+    STATE_FIELDS: ClassVar[dict[str, tuple[type, ...]]] = {
+        "performance_level": (str,), "sclk_index": (int,)}
+    OPTIONAL_STATE: ClassVar[frozenset[str]] = frozenset({"sclk_index"})
 
     def _table(self) -> tuple[list[float], int | None, float | None, bool]:
         text = self._read("device/pp_dpm_sclk")

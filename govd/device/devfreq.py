@@ -26,6 +26,9 @@ class DevfreqDevice(SysfsDevice):
 
     backend: ClassVar[str] = "devfreq"
     _rewrite = False
+    STATE_FIELDS: ClassVar[dict[str, tuple[type, ...]]] = {
+        "governor": (str,), "min_freq_hz": (int,), "max_freq_hz": (int,), "set_freq_hz": (int,)}
+    OPTIONAL_STATE: ClassVar[frozenset[str]] = frozenset({"set_freq_hz"})
     """Write ``set_freq`` at the next `set_level` whatever it holds (`forget_applied`)."""
 
     @property

@@ -47,9 +47,31 @@ SYSFS_BACKENDS: dict[str, type[SysfsDevice]] = {
 
 def _reopener(cls: type[SysfsDevice]) -> Reopen:
     def reopen(saved: dict[str, Any], sysfs_root: Path) -> Device:
-        return cls.from_saved(saved, sysfs_root)
+        cls.check_state(saved.get("state"))
+        device = cls.from_saved(saved, sysfs_root)
+        device.path = found_dir(saved.get("path"), cls.backend, sysfs_root)
+        return device
 
     return reopen
+
+
+def found_dir(rel: object, backend: str, sysfs_root: Path) -> Path:
+    """The directory of the device a state file names by ``rel`` (relative to ``sysfs_root``),
+    resolved, once it is shown to be one that discovery finds there with that backend: a state
+    file naming an absolute path, ``..``, or a link leading out of the device directories is
+    refused (ValueError, one line), so a restore never writes anywhere else."""
+    if not isinstance(rel, str) or not rel:
+        raise ValueError("saved device has no path")
+    rel_path = Path(rel)
+    if rel_path.is_absolute() or ".." in rel_path.parts:
+        raise ValueError(f"path {rel!r} must be relative to the sysfs root, without '..'")
+    root = Path(sysfs_root).resolve()
+    real = (root / rel_path).resolve()
+    for found in scan(Path(sysfs_root)):
+        if found.backend == backend and found.sys_path.resolve() == real \
+                and real.is_relative_to(root):
+            return real
+    raise ValueError(f"path {rel!r} is not a {backend} device found under {sysfs_root}")
 
 
 BACKENDS: dict[str, Reopen] = {name: _reopener(cls) for name, cls in SYSFS_BACKENDS.items()}
@@ -135,8 +157,31 @@ def discover(sysfs_root: Path = SYS) -> list[Device]:
     return [device for discoverer in DISCOVERERS for device in discoverer(Path(sysfs_root))]
 
 
+def check_saved(saved: object) -> None:
+    """Raise ValueError (one line) unless ``saved`` has the shape a ``save()`` of its backend
+    gives: a known backend, a name, and for sysfs backends a path and exactly their state."""
+    if not isinstance(saved, dict):
+        raise ValueError("each device must be an object")
+    backend = saved.get("backend")
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}")
+    if not isinstance(saved.get("name"), str) or not saved["name"]:
+        raise ValueError(f"a {backend} device without a name")
+    if not isinstance(saved.get("state"), dict):
+        raise ValueError(f"{saved['name']}: state must be an object")
+    cls = SYSFS_BACKENDS.get(backend)
+    if cls is not None:
+        if not isinstance(saved.get("path"), str):
+            raise ValueError(f"{saved['name']}: path must be a string")
+        try:
+            cls.check_state(saved["state"])
+        except ValueError as exc:
+            raise ValueError(f"{saved['name']}: {exc}") from None
+
+
 def reopen(saved: dict[str, Any], sysfs_root: Path = SYS) -> Device:
-    """The device a ``save()`` described, holding that state for ``restore()``."""
+    """The device a ``save()`` described, holding that state for ``restore()``. A sysfs
+    device must be one discovery finds under ``sysfs_root`` (`found_dir`; ValueError)."""
     backend = saved.get("backend")
     if backend not in BACKENDS:
         raise KeyError(f"saved state names unknown backend {backend!r}")

@@ -406,7 +406,7 @@ class Daemon:
                 # govd found would undo that tool's choice.
                 log.info("%s: left as the tool that took it set it", runner.name)
                 left.append(runner.name)
-                runner.close()
+                _close(runner)
                 continue
             try:
                 runner.device.restore()  # reads the state back: raises when it did not hold
@@ -416,7 +416,7 @@ class Daemon:
                 failed.append(runner.device.save())
             else:
                 restored.append(runner.name)
-            runner.close()
+            _close(runner)
         self._watch.close()
         for closing in (self.source, self._metrics_server):
             if closing is not None:
@@ -439,3 +439,11 @@ class Daemon:
             self.options.status_file.unlink(missing_ok=True)
         return True
 
+
+def _close(runner: DeviceRunner) -> None:
+    """Close a runner at stop; a failure is logged, never allowed to skip the next device's
+    restore."""
+    try:
+        runner.close()
+    except (DeviceError, OSError) as exc:
+        log.error("%s: closing failed (%s)", runner.name, exc)

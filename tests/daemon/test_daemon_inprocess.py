@@ -305,3 +305,32 @@ def test_restore_waits_for_the_lock_and_works_once_the_crashed_daemons_lock_is_g
     assert restore_from_file(short_dir / "state.json") == (1, [])
     assert (devfreq / "governor").read_text().strip() == "simple_ondemand"
     assert not (short_dir / "state.json").exists()
+
+
+def test_full_disk_under_record_stops_recording_once_and_every_device_is_restored(short_dir,
+                                                                                  caplog):
+    """ENOSPC on the trace (here /dev/full behind a small buffer) is logged once per trace,
+    recording stops, governing goes on, and at stop both devices are put back."""
+    caplog.set_level("INFO", logger="govd.daemon")
+    root = short_dir / "sys"
+    devices = [mali_panfrost(root)[0], adreno_msm(root)[0]]
+    for devfreq in devices:
+        with_set_freq(devfreq)
+    full_at: dict[str, int] = {}
+
+    def fill_the_disk(daemon: Daemon) -> None:
+        if daemon.stats.ticks == 2:
+            for r in daemon.runners:
+                assert r.recorder is not None
+                r.recorder._file = open("/dev/full", "w", buffering=64)  # noqa: SIM115
+            full_at["ticks"] = runner(daemon, MALI).counts["ticks"]
+
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root, record=short_dir / "t.csv"))
+    run_until(daemon, lambda d: d.stats.ticks >= 30, fill_the_disk)
+    assert runner(daemon, MALI).counts["ticks"] >= full_at["ticks"] + 25  # governing went on
+    stopped = [r.getMessage() for r in caplog.records if "recording stopped" in r.getMessage()]
+    assert len(stopped) == 2 and all("No space left on device" in line for line in stopped)
+    for devfreq in devices:
+        assert (devfreq / "governor").read_text().strip() == "simple_ondemand"
+    assert "every device restored" in [r.getMessage() for r in caplog.records]
+    assert not (short_dir / "state.json").exists()

@@ -78,6 +78,55 @@ BACKENDS: dict[str, Reopen] = {name: _reopener(cls) for name, cls in SYSFS_BACKE
 """Backend name → how to reopen its device from saved state (`govd restore` after a crash)."""
 
 
+GPU_DRIVERS = frozenset({
+    "panfrost", "panthor", "lima", "mali", "msm", "msm_gpu", "adreno", "kgsl-3d0", "etnaviv",
+    "v3d", "powervr", "pvrsrvkm", "gk20a", "nvgpu", "nouveau", "amdgpu", "radeon", "i915", "xe",
+})
+"""Drivers that drive GPUs: a devfreq device whose parent one of them binds is a GPU."""
+GPU_COMPATIBLE = ("mali", "adreno", "gpu", "vivante,gc", "powervr", "v3d", "img,")
+"""Parts of a device tree ``compatible`` string that name a GPU (``arm,mali-bifrost``,
+``qcom,adreno-618.0``, ``vivante,gc``, ``img,powervr-6xt``, ``brcm,2711-v3d``)."""
+PCI_DISPLAY_CLASS = 0x03
+"""The PCI base class of display controllers (VGA, 3D, other display: 0x03xxxx)."""
+
+
+def gpu_evidence(sys_path: Path, driver: str | None) -> tuple[bool, str]:
+    """Whether the kernel says the device at ``sys_path`` (a devfreq device or drm card) is a
+    GPU, and what says so (or what it is instead): its parent's driver, a DRM card under the
+    parent, the parent's device tree ``compatible`` string, or its PCI class."""
+    parent = sys_path / "device"
+    if driver in GPU_DRIVERS:
+        return True, f"driver {driver}"
+    drm = parent / "drm"
+    cards = sorted(p.name for p in drm.iterdir() if _CARD.match(p.name)) if drm.is_dir() else []
+    if cards:
+        return True, f"DRM {cards[0]}"
+    compatible = _read_words(parent / "of_node" / "compatible", b"\0")
+    for word in compatible:
+        if any(part in word for part in GPU_COMPATIBLE):
+            return True, f"compatible {word}"
+    pci_class = _read_words(parent / "class", None)
+    try:
+        if pci_class and int(pci_class[0], 16) >> 16 == PCI_DISPLAY_CLASS:
+            return True, f"PCI class {pci_class[0]}"
+    except ValueError:
+        pass
+    said = [f"driver {driver or 'none'}"]
+    if compatible:
+        said.append(f"compatible {compatible[0]}")
+    if pci_class:
+        said.append(f"PCI class {pci_class[0]}")
+    return False, f"not a GPU ({', '.join(said)})"
+
+
+def _read_words(path: Path, sep: bytes | None) -> list[str]:
+    try:
+        data = path.read_bytes()[:4096]
+    except OSError:
+        return []
+    return [w.decode(errors="replace").strip() for w in data.split(sep) if w.strip()]
+
+
 @dataclass(frozen=True, slots=True)
 class Found:
     """A GPU-like sysfs device, whether or not govd has a backend for it."""
@@ -89,6 +138,14 @@ class Found:
     sys_path: Path
     driver: str | None
     """Driver bound to the parent device (``i915``, ``panfrost``), None if unbound."""
+
+    @property
+    def gpu(self) -> tuple[bool, str]:
+        """Whether the kernel says it is a GPU, and what says so (`gpu_evidence`); a drm card
+        is one by being a card."""
+        if self.subsystem == "drm":
+            return True, "DRM card"
+        return gpu_evidence(self.sys_path, self.driver)
 
     @property
     def backend(self) -> str | None:
@@ -140,11 +197,15 @@ def open_found(found: Found, sysfs_root: Path = SYS, io: SysfsIO | None = None) 
     backend = found.backend
     if backend is None:
         raise KeyError(f"{found.name}: no govd backend for driver {found.driver}")
-    return SYSFS_BACKENDS[backend](found.sys_path, Path(sysfs_root), io)
+    device = SYSFS_BACKENDS[backend](found.sys_path, Path(sysfs_root), io)
+    is_gpu, why = found.gpu
+    device.not_gpu = None if is_gpu else why
+    return device
 
 
 def discover_sysfs(sysfs_root: Path = SYS) -> list[Device]:
-    """The devfreq, i915, xe and amdgpu devices under ``sysfs_root``."""
+    """The devfreq, i915, xe and amdgpu devices under ``sysfs_root``; those the kernel does not
+    call a GPU carry why in ``not_gpu`` (governed only when the configuration names them)."""
     return [open_found(f, sysfs_root) for f in scan(sysfs_root) if f.backend is not None]
 
 

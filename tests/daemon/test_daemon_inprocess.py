@@ -21,7 +21,7 @@ from govd.daemon.daemon import Daemon, Options, StartError, frames_for
 from govd.daemon.device_runner import DeviceRunner
 from govd.daemon.state import restore_from_file
 from govd.sources.base import Frame
-from tests.sysfs_fixtures import adreno_msm, mali_panfrost
+from tests.sysfs_fixtures import adreno_msm, mali_panfrost, rockchip_dmc
 
 MALI, ADRENO = "fde60000.gpu", "5000000.gpu"
 MAX_TICKS = 2000  # a bound that only a broken daemon reaches; nothing here asserts on speed
@@ -334,3 +334,14 @@ def test_full_disk_under_record_stops_recording_once_and_every_device_is_restore
         assert (devfreq / "governor").read_text().strip() == "simple_ondemand"
     assert "every device restored" in [r.getMessage() for r in caplog.records]
     assert not (short_dir / "state.json").exists()
+
+
+def test_memory_controller_beside_the_gpu_is_never_written_by_default(short_dir):
+    root = short_dir / "sys"
+    gpu, _ = mali_panfrost(root, governor="userspace")
+    dmc, _ = rockchip_dmc(root)
+    found = files_under(dmc)
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+    run_until(daemon, lambda d: d.stats.ticks >= 5, nothing)
+    assert [r.name for r in daemon.runners] == [MALI]
+    assert files_under(dmc) == found

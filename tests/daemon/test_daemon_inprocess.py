@@ -338,7 +338,7 @@ def test_full_disk_under_record_stops_recording_once_and_every_device_is_restore
 
 def test_memory_controller_beside_the_gpu_is_never_written_by_default(short_dir):
     root = short_dir / "sys"
-    gpu, _ = mali_panfrost(root, governor="userspace")
+    mali_panfrost(root, governor="userspace")
     dmc, _ = rockchip_dmc(root)
     found = files_under(dmc)
     daemon = Daemon(Options(config(short_dir), sysfs_root=root))

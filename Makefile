@@ -69,6 +69,7 @@ BINDIR       ?= /usr/local/bin
 DOCDIR       ?= /usr/local/share/doc/govd
 UNITDIR      ?= /etc/systemd/system
 SYSUSERSDIR  ?= /usr/lib/sysusers.d
+TMPFILESDIR  ?= /usr/lib/tmpfiles.d
 CONFDIR      ?= /etc/govd
 
 install: setup
@@ -76,15 +77,18 @@ install: setup
 	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q --upgrade pip
 	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q '.[metrics]'
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(UNITDIR) \
-	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(CONFDIR)
+	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(CONFDIR)
 	ln -sfn $(APPDIR)/bin/govd $(DESTDIR)$(BINDIR)/govd
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
 	install -m 0644 systemd/govd.service systemd/govd.socket $(DESTDIR)$(UNITDIR)/
 	install -m 0644 systemd/govd.sysusers $(DESTDIR)$(SYSUSERSDIR)/govd.conf
+	install -m 0644 systemd/govd.tmpfiles $(DESTDIR)$(TMPFILESDIR)/govd.conf
+	install -m 0644 systemd/mangohud-home.conf.example systemd/fdinfo.conf.example $(DESTDIR)$(DOCDIR)/
 	@# never overwrite a configuration the administrator has edited
 	test -e $(DESTDIR)$(CONFDIR)/govd.yaml || install -m 0644 config/govd.yaml $(DESTDIR)$(CONFDIR)/govd.yaml
 	@if [ -z "$(DESTDIR)" ]; then \
 	  systemd-sysusers govd.conf 2>/dev/null || getent group govd >/dev/null || groupadd --system govd; \
+	  systemd-tmpfiles --create govd.conf 2>/dev/null || install -d -m 3770 -g govd /var/lib/govd/mangohud; \
 	  if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; \
 	  echo "installed; start with: systemctl enable --now govd.socket govd.service"; \
 	fi
@@ -96,7 +100,7 @@ uninstall:
 	@# the service's ExecStopPost restores the clocks; this covers a govd run by hand
 	-@[ -n "$(DESTDIR)" ] || [ ! -x $(BINDIR)/govd ] || $(BINDIR)/govd restore --config $(CONFDIR)/govd.yaml
 	rm -f $(DESTDIR)$(UNITDIR)/govd.service $(DESTDIR)$(UNITDIR)/govd.socket \
-	  $(DESTDIR)$(SYSUSERSDIR)/govd.conf $(DESTDIR)$(BINDIR)/govd
+	  $(DESTDIR)$(SYSUSERSDIR)/govd.conf $(DESTDIR)$(TMPFILESDIR)/govd.conf $(DESTDIR)$(BINDIR)/govd
 	rm -rf $(DESTDIR)$(APPDIR) $(DESTDIR)$(DOCDIR)
 	@# the configuration goes only if it is still the shipped one
 	@if cmp -s config/govd.yaml $(DESTDIR)$(CONFDIR)/govd.yaml; then \

@@ -31,7 +31,8 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +50,16 @@ from govd.model.dcd import dcd_update
 from govd.model.online import OnlineModel
 from govd.model.predict import predict_energy_ref, predict_time_ref, sensitivity_ref
 from govd.model.rls import rls_update, rls_update_ref
+from govd.model.scaling_model import ScalingModel
 from govd.model.settings import ModelSettings
+from govd.model.two_domain import TwoDomainModel
 
 REPO = Path(__file__).resolve().parent.parent
-IMPLS = ("rls", "dcd", "numpy-rls", "padasip")
+IMPLS = ("rls", "dcd", "scaling", "pairs-one-mem", "numpy-rls", "padasip")
+"""``scaling``: the scaling form (`govd.model.scaling`, RLS, 32 work slots) through
+`ScalingModel.update`; ``pairs-one-mem``: eq. 10 through the two-domain kernel
+(`TwoDomainModel`) with one memory clock, what merging `govd.model.tick` into
+`govd.model.pairs` would cost. Both tick_us only (no separate update kernel)."""
 FEATURES = (4, 10, 20)
 LEVELS = (9, 30)
 RESULTS = REPO / "bench" / "results"
@@ -244,8 +251,14 @@ def tick_us(impl: str, wl: Workload, n: int, repeats: int) -> list[float]:
     times_s = []
     for _ in range(repeats):
         model = OnlineModel(wl.levels_mhz, wl.settings)
-        if impl in ("rls", "dcd"):
+        if impl in ("rls", "dcd", "scaling", "pairs-one-mem"):
             update = model.update
+            if impl == "scaling":
+                update = ScalingModel(wl.levels_mhz, replace(wl.settings, form="scaling")).update
+            elif impl == "pairs-one-mem":
+                pairs = TwoDomainModel(wl.levels_mhz, np.full(wl.levels_mhz.size, 1000.0),
+                                       wl.settings)
+                update = partial(pairs.update, mem_freq_mhz=1000.0)
             update(*rows[0], MEM_ACTIVITY, DEADLINE_MS)  # compile/load outside the timing
             start = time.perf_counter()
             for t, f, x, p, b in rows:
@@ -331,6 +344,8 @@ def sample_costs(impl: str, features: int, levels: int, sizes: Sizes,
     if impl in ("rls", "dcd"):
         update_ns, resets = kernel_update_ns(wl, sizes.kernel, repeats)
         return update_ns, tick_us(impl, wl, sizes.tick, repeats), resets
+    if impl in ("scaling", "pairs-one-mem"):
+        return [], tick_us(impl, wl, sizes.tick, repeats), 0
     return (python_update_ns(impl, wl, sizes.python, repeats),
             tick_us(impl, wl, sizes.python, repeats), 0)
 
@@ -352,9 +367,10 @@ def measure(sizes: Sizes, rounds: int, repeats: int) -> list[dict[str, Any]]:
         print(f"round {done + 1}/{rounds} done", file=sys.stderr)
     records = []
     for features, levels, impl in keys:
-        upd, upd_iqr = median_iqr(update_ns[features, levels, impl])
+        upd, upd_iqr = (median_iqr(update_ns[features, levels, impl])
+                         if update_ns[features, levels, impl] else (None, None))
         tck, tck_iqr = median_iqr(tick[features, levels, impl])
-        compiled = impl in ("rls", "dcd")
+        compiled = impl in ("rls", "dcd", "scaling", "pairs-one-mem")
         record: dict[str, Any] = {
             "impl": impl, "features": features, "levels": levels, "update_ns": upd,
             "tick_us": tck, "update_iqr_ns": upd_iqr, "tick_iqr_us": tck_iqr,

@@ -96,7 +96,8 @@ def build_suite(minutes: float, folder: Path) -> Suite:
 def _methods_rows(tables: list[SweepTable], target: Target) -> list[dict[str, Any]]:
     rows = []
     for algo in ALGOS:
-        settings = ModelSettings(algorithm="rls" if algo == "arnlms" else algo)  # type: ignore[arg-type]
+        settings = ModelSettings(form="seed",  # the seed's own model
+                                 algorithm="rls" if algo == "arnlms" else algo)  # type: ignore[arg-type]
         for _, sweep, _, score in evaluate(tables, ["energy"], target, settings, algo=algo):
             rows.append({"algo": algo, "sweep": sweep.path, "time_mape": score.time_mape,
                          "time_median_ape": score.time_median_ape,
@@ -135,7 +136,7 @@ def offline(suite: Suite) -> dict[str, Any]:
     """Offline (eq. 18, batch, frozen) vs online RLS over training ratios (Fig. 15)."""
     names = list(suite.graphics)
     result = offline_vs_online([suite.graphics[n] for n in names], OFFLINE_RATIOS,
-                               Target(fps=60), ModelSettings(), splits=5)
+                               Target(fps=60), ModelSettings(form="seed"), splits=5)
     ratios = ",".join(f"{r:g}" for r in OFFLINE_RATIOS)
     result["command"] = suite.commands(
         names, f"govd eval --sweep {suite.files(names)} --target-fps 60 --offline-ratios {ratios}")
@@ -157,7 +158,7 @@ def mu_sweep(suite: Suite) -> dict[str, Any]:
     names = ["rendering-test-s0", "art3-s0"]
     values = np.logspace(-28, 20, 49)
     result = param_sweep([suite.graphics[n] for n in names], "mu", values, Target(fps=60),
-                         ModelSettings())
+                         ModelSettings(form="seed"))
     sweep = f"govd eval --sweep {suite.files(names)} --target-fps 60"
     result["command"] = suite.commands(names, f"{sweep} --sweep-param mu=1e-28:1e20")
     return result

@@ -30,7 +30,9 @@ def target_checks(records: list[Record]) -> list[tuple[str, str, bool]]:
     features_all = sorted({r["features"] for r in records if r["impl"] == "rls"})
     small, large, few = features_all[0], features_all[-1], levels_all[0]
     checks = []
-    for impl in ("rls", "dcd"):
+    for impl in ("rls", "dcd", "scaling"):
+        if not any(r["impl"] == impl for r in records):
+            continue
         t = find(records, impl, small, few)["tick_us"]
         checks.append((f"{impl} tick_us <= {TICK_TARGET_US:g} at M={small}, L={few}",
                        f"{t:.2f} µs", t <= TICK_TARGET_US))
@@ -55,8 +57,9 @@ def markdown(records: list[Record], breakdown_us: dict[str, float] | None = None
     lines = ["| impl | M | L | update_ns (IQR) | tick_us (IQR) |", "|---|---:|---:|---:|---:|"]
     for r in records:
         if "update_ns" in r:
-            lines.append(f"| {r['impl']} | {r['features']} | {r['levels']} "
-                         f"| {r['update_ns']:.0f} ({r['update_iqr_ns']:.0f}) "
+            update = ("-" if r["update_ns"] is None
+                      else f"{r['update_ns']:.0f} ({r['update_iqr_ns']:.0f})")
+            lines.append(f"| {r['impl']} | {r['features']} | {r['levels']} | {update} "
                          f"| {r['tick_us']:.2f} ({r['tick_iqr_us']:.2f}) |")
     startup = [r for r in records if "startup_s" in r]
     if startup:

@@ -16,6 +16,7 @@ import numpy as np
 from govd.model.arrays import FloatArray
 from govd.model.online import OnlineModel
 from govd.model.prior import Prior, PriorSeeder
+from govd.model.scaling_model import ScalingModel
 from govd.model.settings import ModelSettings
 from govd.model.stress import StressDetector, StressSettings
 from govd.model.tick import STRESS_RESET, WAS_RESET
@@ -32,6 +33,11 @@ ERROR_WEIGHT = 0.05
 FALLBACK_GRACE_S = 1.0
 """How long the fallback policy decides after model stress (20 ticks of 50 ms; RLS relearns in
 0.05–0.3 s, seed 000). Units: s."""
+
+PERIOD_S = 0.05
+"""The nominal tick period the grace is counted in. Units: s. The grace is counted in ticks,
+not in the work's own time: a unit of compute work may last 0.04 ms, and a 1 s grace counted
+in unit durations lasted 25 000 units on V100 kernel mixes (issue #11)."""
 
 
 @dataclass(slots=True)
@@ -93,6 +99,7 @@ class Governor:
         stress_settings: StressSettings | None = None,
         mem_levels_mhz: Sequence[float] | FloatArray | None = None,
         prior: Prior | None = None,
+        period_s: float = PERIOD_S,
     ) -> None:
         """``levels_mhz``: the device's levels, ascending; ``bounds_mhz``: (min, max) core
         clock allowed, None for all; ``idle_power_w``: known idle power (W) or NaN to learn it;
@@ -100,14 +107,26 @@ class Governor:
         (performance when None); ``mem_levels_mhz``: with two clock domains, the memory clock of
         each level (levels are then (core, memory) pairs sorted by core then memory clock),
         else None; ``prior``: clusters of scaling curves that seed the model after its first
-        samples (`govd.model.prior`, one clock domain), None to start from a_init."""
+        samples (`govd.model.prior`, one clock domain), None to start from a_init;
+        ``period_s``: the tick period (s) the fallback grace is counted in."""
         if prior is not None and mem_levels_mhz is not None:
             raise ValueError("a prior holds core-clock scaling curves: one clock domain only")
         if not (math.isfinite(fallback_grace_s) and fallback_grace_s >= 0):
             raise ValueError(f"fallback_grace_s must be >= 0 s, got {fallback_grace_s}")
-        self.model: OnlineModel
+        if not (math.isfinite(period_s) and period_s > 0):
+            raise ValueError(f"period_s must be > 0 s, got {period_s}")
+        self.model: OnlineModel | ScalingModel
         self.mem_levels_mhz: FloatArray | None = None
-        if mem_levels_mhz is None:
+        settings = model_settings or ModelSettings()
+        form = settings.form_for(throughput=target.max_slowdown is not None)
+        if prior is not None and settings.form == "auto":
+            form = "seed"  # a prior holds eq. 10's coefficients
+        if form == "scaling":
+            if prior is not None:
+                raise ValueError("a prior seeds the seed form only (model.form: seed)")
+            self.model = ScalingModel(levels_mhz, settings, idle_power_w, mem_levels_mhz)
+            self.mem_levels_mhz = self.model.mem_levels_mhz
+        elif mem_levels_mhz is None:
             self.model = OnlineModel(levels_mhz, model_settings, idle_power_w)
         else:
             self.model = TwoDomainModel(levels_mhz, mem_levels_mhz, model_settings, idle_power_w)
@@ -115,11 +134,12 @@ class Governor:
         self.policy = policy
         self.fallback = fallback if fallback is not None else Performance()
         self.fallback_grace_s = fallback_grace_s
+        self.grace_ticks = max(1, round(fallback_grace_s / period_s)) if fallback_grace_s else 0
         self.stress = StressDetector(self.model, stress_settings)
         self.seeder = PriorSeeder(prior, self.model.levels_mhz) if prior is not None else None
         self.fallback_reason: str | None = None
         """The stress condition whose grace period is running, None when none is."""
-        self._grace_left_s = 0.0
+        self._grace_left = 0
         self.stress_episodes = 0
         """Times the model was reset for stress."""
         self.target = target
@@ -165,7 +185,7 @@ class Governor:
         if not math.isfinite(busy) and sample.frame_count > 0 and sample.interval_s > 0:
             busy = min(1.0, sample.frame_count * sample.frame_time_ms / (sample.interval_s * 1e3))
         deadline_ms = self.target.deadline_ms
-        if isinstance(self.model, TwoDomainModel):
+        if isinstance(self.model, (TwoDomainModel, ScalingModel)):
             flags = self.model.update(
                 sample.frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
                 sample.mem_activity, deadline_ms, sample.mem_freq_mhz,
@@ -180,8 +200,8 @@ class Governor:
             self._start_fallback(condition)
             flags |= STRESS_RESET
         elif self.fallback_reason is not None:
-            self._grace_left_s -= sample.interval_s if sample.interval_s > 0 else 0.0
-            if self._grace_left_s <= 0:
+            self._grace_left -= 1
+            if self._grace_left <= 0:
                 self._end_fallback()
         if self.seeder is not None:
             self._seed_from_prior(flags, sample)
@@ -199,6 +219,8 @@ class Governor:
             sensitivity_ms_per_mhz=model.sensitivity_ms_per_mhz,
             model_ready=model.ready,
             time_error=math.sqrt(self._error_sq),
+            time_sd_now=getattr(model, "time_sd_now", None),
+            time_sd_top=getattr(model, "time_sd_top", None),
             busy=busy,
             interval_s=sample.interval_s,
             target=self.target,
@@ -230,7 +252,7 @@ class Governor:
             self.fallback.reset()
         self.stress_episodes += 1
         self.fallback_reason = condition
-        self._grace_left_s = self.fallback_grace_s
+        self._grace_left = self.grace_ticks
         self.model.reset()
         self.stress.reset()
         self._expected_level = -1
@@ -241,7 +263,7 @@ class Governor:
         """Give decisions back to the main policy, which starts afresh (its history predates
         the stress)."""
         self.fallback_reason = None
-        self._grace_left_s = 0.0
+        self._grace_left = 0
         self.policy.reset()
 
     def _track_error(self, level: int, frame_time_ms: float) -> None:
@@ -264,7 +286,7 @@ class Governor:
         if self.seeder is not None:
             self.seeder.reset()
         self.fallback_reason = None
-        self._grace_left_s = 0.0
+        self._grace_left = 0
         self.ticks = 0
         self._expected_level = -1
         self._expected_ms = math.nan

@@ -24,10 +24,11 @@ GRACE_TICKS = round(GRACE_S / TICK_S)
 
 def governor(algorithm: str = "rls", **stress: int) -> Governor:
     """An energy governor with one counter, a 2 s grace and Powersave as an easy-to-spot
-    fallback."""
+    fallback, on the seed form, whose absolute a-priori errors the jump detector reads (the
+    scaling form takes a jump as a change of work: `tests/test_model_scaling.py`)."""
     return Governor(
         LEVELS_MHZ, EnergyPolicy(), Target(fps=60.0),
-        ModelSettings(algorithm=algorithm, counters=("vs",)),
+        ModelSettings(form="seed", algorithm=algorithm, counters=("vs",)),
         fallback=Powersave(), fallback_grace_s=GRACE_S,
         stress_settings=StressSettings(**stress) if stress else None,
     )

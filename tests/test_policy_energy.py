@@ -70,3 +70,43 @@ def test_bounds_are_respected() -> None:
 def test_invalid_parameters_are_refused(kwargs) -> None:
     with pytest.raises(ValueError):
         EnergyPolicy(**kwargs)
+
+
+def _spread_view(time_ms, energy_mj, sd, current, target):
+    import numpy as np
+
+    from govd.policy.base import Outlook
+    n = len(time_ms)
+    return Outlook(levels_mhz=np.linspace(500.0, 1000.0, n), lo=0, hi=n - 1, current=current,
+                   time_ms=np.array(time_ms), power_w=np.ones(n), energy_mj=np.array(energy_mj),
+                   sensitivity_ms_per_mhz=0.0, model_ready=True, time_error=0.01, busy=1.0,
+                   interval_s=0.05, target=target, tick=100, time_sd_now=np.array(sd),
+                   time_sd_top=np.array(sd))
+
+
+def test_each_levels_margin_is_its_own_spread_not_a_fixed_share_of_the_budget() -> None:
+    """Issue #11 item 1: a fixed 5 % margin shrank a 10 % budget to 4.8 %, so the level at
+    1.05x the top was never allowed. With the model's spread per level, a well-known level
+    close to the limit is allowed and a poorly known one is not."""
+    from govd.policy.energy import EnergyPolicy
+    from govd.target import Target
+    target = Target(max_slowdown=0.10)
+    time_ms = [1.30, 1.07, 1.05, 1.0]
+    energy = [0.5, 0.7, 0.8, 1.0]
+    known = _spread_view(time_ms, energy, [0.2, 0.005, 0.005, 0.005], 3, target)
+    assert EnergyPolicy(probe_ticks=0).decide(known) == 1
+    vague = _spread_view(time_ms, energy, [0.2, 0.03, 0.005, 0.005], 3, target)
+    assert EnergyPolicy(probe_ticks=0).decide(vague) == 2
+
+
+def test_no_probe_into_a_level_the_model_confidently_calls_too_slow() -> None:
+    from govd.policy.energy import EnergyPolicy
+    from govd.target import Target
+    target = Target(max_slowdown=0.10)
+    policy = EnergyPolicy(probe_ticks=2)
+    # the level below is known (spread = the noise) to run 1.2x: never probed
+    view = _spread_view([1.2, 1.0], [0.5, 1.0], [0.01, 0.01], 1, target)
+    assert all(policy.decide(view) == 1 for _ in range(50))
+    # the same prediction, but barely known: probed once the wait is over
+    vague = _spread_view([1.2, 1.0], [0.5, 1.0], [0.2, 0.01], 1, target)
+    assert 0 in [EnergyPolicy(probe_ticks=2).decide(vague) for _ in range(5)]

@@ -280,3 +280,29 @@ def test_registered_as_ondemand_and_meets_the_protocol() -> None:
     policy = make_policy("ondemand", upthreshold=80, downdifferential=10)
     assert isinstance(policy, Ondemand) and isinstance(policy, Policy)
     assert (policy.name, policy.uses_model) == ("ondemand", False)
+
+
+def test_over_pairs_it_governs_the_core_clock_with_the_memory_clock_at_its_top() -> None:
+    """Issue #11: over (core, memory) pairs it picked the lowest memory clock (80 % of units
+    missed a slowdown limit); it now runs the core clock by simple_ondemand at the top memory."""
+    import numpy as np
+
+    from govd.policy.base import Outlook
+    from govd.policy.ondemand import Ondemand
+    from govd.target import Target
+
+    cores = np.array([500.0, 500.0, 800.0, 800.0, 1000.0, 1000.0])
+    mems = np.array([400.0, 900.0, 400.0, 900.0, 400.0, 900.0])
+    nan = np.full(6, np.nan)
+
+    def view(busy: float, current: int) -> Outlook:
+        return Outlook(levels_mhz=cores, lo=0, hi=5, current=current, time_ms=nan, power_w=nan,
+                       energy_mj=nan, sensitivity_ms_per_mhz=np.nan, model_ready=False,
+                       time_error=np.nan, busy=busy, interval_s=0.05,
+                       target=Target(max_slowdown=0.1), tick=0, mem_levels_mhz=mems)
+
+    policy = Ondemand()
+    assert policy.decide(view(1.0, 1)) == 5          # busy: the top pair
+    low = policy.decide(view(0.2, 5))                # idle enough: a lower core clock
+    assert mems[low] == 900.0 and cores[low] < 1000.0
+    assert all(mems[policy.decide(view(b, 5))] == 900.0 for b in np.linspace(0, 1, 21))

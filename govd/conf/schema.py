@@ -159,6 +159,9 @@ class DcdConfig(Section):
 class ModelConfig(Section):
     """The online frame-time model (DESIGN.md §2)."""
 
+    form: Literal["auto", "scaling", "seed"] = "auto"
+    """`govd.model.settings.ModelSettings.form`: auto = scaling under a slowdown target, the
+    seed's eq. 10 under a frame rate."""
     algorithm: Literal["rls", "dcd"] = "rls"
     forgetting: Annotated[float, Field(gt=0, le=1)] = 1.0
     mu: PositiveFloat = 1e-14
@@ -177,6 +180,9 @@ class ModelConfig(Section):
         if self.counter_scales and len(self.counter_scales) != len(self.counters):
             raise ValueError(f"counter_scales needs one scale per counter ({len(self.counters)}),"
                              f" got {len(self.counter_scales)}")
+        if self.prior and self.form == "scaling":
+            raise ValueError("prior seeds the seed form's coefficients: set form to seed or "
+                             "auto, or remove prior")
         return self
 
 

@@ -46,6 +46,7 @@ from govd.device.discovery import reopen as discovery_reopen
 from govd.governor import Governor
 from govd.sources.base import Frame, FrameSource
 from govd.sources.busy import BusySource
+from govd.sources.fdinfo import meter_for
 from govd.sources.mangohud import MangoHudSource
 from govd.sources.socket import SocketSource
 from govd.telemetry.log import EpisodeLimiter, setup_logging
@@ -201,9 +202,16 @@ class Daemon:
         reopen = None
         if device.backend in REOPEN_WHEN_BACK:
             reopen = functools.partial(discovery_reopen, sysfs_root=self.options.sysfs_root)
+        # MangoHud: busy time while no log is live; with either, busy time from DRM fdinfo
+        # where the device reports none (i915, xe).
+        mangohud = self.source if isinstance(self.source, MangoHudSource) else None
+        path = getattr(device, "path", None)
+        meter = meter_for(path) if (busy or mangohud) and isinstance(path, Path) else None
         return DeviceRunner(
             device, governor, settings, self.limiter, summary, self.metrics, recorder,
-            BusySource(app=device.name) if busy else None, reopen,
+            BusySource(app=device.name) if busy or mangohud else None, reopen,
+            busy_meter=meter.sample if meter is not None else None,
+            frames_live=(lambda: mangohud.live) if mangohud is not None else None,
         )
 
     def _take_new(self, now_s: float) -> None:
@@ -332,6 +340,7 @@ class Daemon:
             "loop_time_s": self.clock.now_s(), "period_ms": self.config.period_ms,
             "loop": {**self.stats.summary(), "overruns": self._scheduler.overruns},
             "frames": self.source.stats() if self.source is not None else {},
+            "frame_source": self.source.report() if self.source is not None else {},
             "devices": [runner.status() for runner in self.runners],
         }
 

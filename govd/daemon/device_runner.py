@@ -20,6 +20,7 @@ as that tool set it).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections import Counter, deque
@@ -81,9 +82,14 @@ class DeviceRunner:
         recorder: TraceRecorder | None = None,
         busy_source: BusySource | None = None,
         reopen: Callable[[dict[str, Any]], Device] | None = None,
+        busy_meter: Callable[[], float] | None = None,
+        frames_live: Callable[[], bool] | None = None,
     ) -> None:
         """``reopen`` rebuilds the device from its `Device.save` data when a paused device's
-        handle cannot come back by itself (NVML after a driver reload); None: probe it as is."""
+        handle cannot come back by itself (NVML after a driver reload); None: probe it as is.
+        ``busy_meter`` gives the busy fraction (0..1) since its last call where the device
+        reports none (DRM fdinfo). ``busy_source`` makes pseudo-frames of busy time: always,
+        or with ``frames_live`` only while that says the frame source has no live frames."""
         self.device = device
         self.governor = governor
         self.settings = settings
@@ -93,6 +99,8 @@ class DeviceRunner:
         self.recorder = recorder
         self.busy_source = busy_source
         self.reopen = reopen
+        self.busy_meter = busy_meter
+        self.frames_live = frames_live
         self.paused: str | None = None
         """Why the device is not governed now (None while it is)."""
         self.energy_j = 0.0
@@ -107,7 +115,7 @@ class DeviceRunner:
         self._override = OverrideWatch()
         self._started_s: float | None = None
         self._predicted_ms = math.nan
-        self._recent: deque[tuple[float, int, float, float]] = deque()
+        self._recent: deque[tuple[float, float, float, float]] = deque()
         self._last: dict[str, Any] = {}
 
     @property
@@ -126,11 +134,15 @@ class DeviceRunner:
         reading = self._guarded(now_s, "read", self.device.read)
         if reading is None or self._stepped_back(now_s):
             return None
-        if self.busy_source is not None:
+        if self.busy_meter is not None and not math.isfinite(reading.busy):
+            reading = dataclasses.replace(reading, busy=self.busy_meter())
+        if self.busy_source is not None and not (self.frames_live and self.frames_live()):
             self.busy_source.observe(reading.busy, interval_s)
             frames = self.busy_source.drain()
-        times_ms = [f.gpu_time_ms for f in frames]
-        frame_time_ms = sum(times_ms) / len(times_ms) if times_ms else math.nan
+        # A row of a sampled MangoHud log stands for several frames (Frame.count).
+        frame_count = sum(f.count for f in frames)
+        frame_time_ms = (sum(f.gpu_time_ms * f.count for f in frames) / frame_count
+                         if frame_count > 0 else math.nan)
         self.governor.target = self._target_for(frames)
         power_w = self._meter.update(now_s, reading.energy_mj, reading.power_w)
         tick_energy_j = self._tick_energy_j(power_w, interval_s)
@@ -142,7 +154,7 @@ class DeviceRunner:
         decision = self.governor.step(
             Sample(
                 freq_mhz=reading.freq_mhz, frame_time_ms=frame_time_ms,
-                frame_count=len(times_ms), interval_s=interval_s, busy=reading.busy,
+                frame_count=round(frame_count), interval_s=interval_s, busy=reading.busy,
                 power_w=power_w, counters=counters, mem_freq_mhz=reading.mem_freq_mhz,
             )
         )
@@ -156,12 +168,12 @@ class DeviceRunner:
         switched = self._apply(now_s, decision.freq_mhz, decision.mem_freq_mhz)
         self.counts["ticks"] += 1
         if self.recorder is not None:
-            self.recorder.row(now_s - self._started_s, frame_time_ms, len(times_ms),
+            self.recorder.row(now_s - self._started_s, frame_time_ms, round(frame_count),
                               reading.freq_mhz, power_w, counters)
-        self._remember(now_s, reading, times_ms, power_w, actual_vs_predicted)
+        self._remember(now_s, reading, frame_count, frame_time_ms, power_w, actual_vs_predicted)
         self._last["fallback"] = decision.fallback
         record = TickRecord(
-            device=self.name, level_mhz=reading.freq_mhz, frame_times_ms=times_ms,
+            device=self.name, level_mhz=reading.freq_mhz, frame_times_ms=_per_frame(frames),
             pred_ms=_finite_or_none(actual_vs_predicted[1]), chosen_mhz=decision.freq_mhz,
             power_w=_finite_or_none(power_w), energy_j=_finite_or_none(tick_energy_j),
             policy=self.settings.policy, switched=switched,
@@ -176,7 +188,10 @@ class DeviceRunner:
         """The target of the application that completed the most frames this tick."""
         if not frames:
             return self.governor.target  # no news: keep the target in force
-        busiest = Counter(f.app for f in frames).most_common(1)[0][0]
+        completed: dict[str, float] = {}  # a sampled row counts for the frames it stands for
+        for frame in frames:
+            completed[frame.app] = completed.get(frame.app, 0.0) + frame.count
+        busiest = max(completed, key=completed.__getitem__)
         return self.settings.apps.get(busiest, self.settings.target)
 
     def _tick_energy_j(self, power_w: float, interval_s: float) -> float:
@@ -349,11 +364,12 @@ class DeviceRunner:
 
     # -- status --------------------------------------------------------------------------------
     def _remember(
-        self, now_s: float, reading: Reading, times_ms: list[float], power_w: float,
-        actual_vs_predicted: tuple[float, float],
+        self, now_s: float, reading: Reading, frame_count: float, frame_time_ms: float,
+        power_w: float, actual_vs_predicted: tuple[float, float],
     ) -> None:
         recent = self._recent
-        recent.append((now_s, len(times_ms), sum(times_ms), power_w))
+        frames_ms = frame_count * frame_time_ms if frame_count > 0 else 0.0
+        recent.append((now_s, frame_count, frames_ms, power_w))
         while recent and recent[0][0] < now_s - RECENT_S:
             recent.popleft()
         self._last = {"level_mhz": reading.freq_mhz, "mem_level_mhz": reading.mem_freq_mhz,
@@ -373,7 +389,8 @@ class DeviceRunner:
             "paused_reason": self.paused,
             "policy": self.settings.policy,
             "target": self.governor.target.describe(),
-            "fps": frames / span_s if span_s > 0 else None,
+            # The first tick's frames were presented before the span began.
+            "fps": (frames - self._recent[0][1]) / span_s if span_s > 0 else None,
             "frame_ms": sum(r[2] for r in self._recent) / frames if frames else None,
             "power_w": sum(powers) / len(powers) if powers else None,
             "energy_j": self.energy_j,
@@ -397,6 +414,21 @@ def close_device(device: Device) -> None:
     close = getattr(device, "close", None)
     if close is not None:
         close()
+
+
+def _per_frame(frames: Sequence[Frame]) -> list[float]:
+    """One frame time per frame (ms): a sampled row's time repeated for the frames it stands
+    for (`Frame.count`, rounded so that the fractions add up over the tick), so that the
+    journal summary and the metrics count frames, not rows."""
+    if all(f.count == 1.0 for f in frames):
+        return [f.gpu_time_ms for f in frames]
+    times: list[float] = []
+    total = 0.0
+    for frame in frames:
+        before = round(total)
+        total += frame.count
+        times += [frame.gpu_time_ms] * (round(total) - before)
+    return times
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -78,7 +78,7 @@ def model_settings(config: Config, device: Device, levels_mhz: np.ndarray) -> Mo
         volts = tuple(np.interp(levels_mhz, [p.freq_mhz for p in points],
                                 [p.voltage_v for p in points]).tolist())
     return ModelSettings(
-        algorithm=m.algorithm, forgetting=m.forgetting, mu=m.mu, a_init=m.a_init,
+        form=m.form, algorithm=m.algorithm, forgetting=m.forgetting, mu=m.mu, a_init=m.a_init,
         counters=tuple(m.counters), counter_scales=tuple(m.counter_scales), dcd_h=m.dcd.H,
         dcd_mb=m.dcd.Mb, dcd_nu=m.dcd.Nu, volts=volts,
     )

@@ -71,4 +71,21 @@ def show_status(args: argparse.Namespace) -> int:
           f"{loop.get('ticks', 0)} ticks, {loop.get('overruns', 0)} overruns")
     for device in status.get("devices", []):
         print("  " + device_line(device))
+    for line in frame_source_lines(status.get("frame_source", {})):
+        print("  " + line)
     return 0
+
+
+def frame_source_lines(report: dict[str, Any]) -> list[str]:
+    """What the frame source says (`FrameSource.report`): frames per program, then each problem
+    the user must fix."""
+    lines = []
+    by_app = report.get("frames_by_app")
+    if by_app is not None:
+        shown = ", ".join(f"{app} {n}" for app, n in sorted(by_app.items())) or "none yet"
+        live = "live" if report.get("live") else "none live: busy time used"
+        sampled = report.get("sampled") or []
+        lines.append(f"frames from MangoHud ({live}): {shown}"
+                     + (f"; sampled logs: {', '.join(sampled)}" if sampled else ""))
+    lines += [f"problem: {problem}" for problem in report.get("problems", [])]
+    return lines

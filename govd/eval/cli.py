@@ -28,6 +28,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     goal.add_argument("--target-fps", type=float, metavar="F", help="frame deadline 1000/F ms")
     goal.add_argument("--max-slowdown", type=float, metavar="S",
                       help="allowed slowdown against the fastest level, e.g. 0.10")
+    p.add_argument("--form", choices=("auto", "scaling", "seed"), default="auto",
+                   help="the frame-time model: scaling, the seed's eq. 10, or auto (default: "
+                        "scaling under --max-slowdown, seed under --target-fps); the "
+                        "experiments --sweep-param and --offline-ratios always use seed")
     p.add_argument("--algo", choices=("rls", "dcd", "arnlms"), default="rls",
                    help="model learner: rls, dcd (DCD-RLS) or arnlms (the seed's baseline: "
                         "10th-order autoregressive frame time learned by NLMS, no frequency "
@@ -51,7 +55,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _settings(args: argparse.Namespace) -> ModelSettings:
     # arnlms keeps an RLS power model beside its own frame-time predictor
-    kwargs: dict[str, Any] = {"algorithm": "rls" if args.algo == "arnlms" else args.algo}
+    kwargs: dict[str, Any] = {"algorithm": "rls" if args.algo == "arnlms" else args.algo,
+                              "form": "seed" if args.algo == "arnlms" else args.form}
     if args.forgetting is not None:
         kwargs["forgetting"] = args.forgetting
     if args.mu is not None:

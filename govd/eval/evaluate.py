@@ -9,9 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from govd.eval.reference import mean_curve_levels
 from govd.eval.replay import Replay, replay
 from govd.eval.score import Score, score
 from govd.formats.sweep import SweepTable
+from govd.model.scaling_selection import scaling_counters
 from govd.model.selection import counter_scale, frequency_prefilter
 from govd.model.settings import ModelSettings
 from govd.policy.oracle import oracle_levels
@@ -58,7 +60,11 @@ def evaluate(
     results = []
     for sweep in sweeps:
         idle_w = resolve_idle_power(sweep, idle_power_w)
-        if counters is None:
+        if counters is None and settings.form_for(target.max_slowdown is not None) == "scaling":
+            names = scaling_counters(sweep.time_ms, sweep.levels_mhz, sweep.counters,
+                                     sweep.mem_levels_mhz)
+            scales = [counter_scale(sweep.counters[n]) for n in names]
+        elif counters is None:
             names, scales = frequency_independent_counters(sweep)
         else:
             missing = [c for c in counters if c not in sweep.counters]
@@ -70,6 +76,7 @@ def evaluate(
             scales = [counter_scale(sweep.counters[n]) for n in names]
         table_settings = replace(settings, counters=tuple(names), counter_scales=tuple(scales))
         best = oracle_levels(sweep, target, idle_w)
+        reference = mean_curve_levels(sweep, target, idle_w)
         for name in policies:
             params = dict((policy_params or {}).get(name, {}))
             if name == "oracle":
@@ -83,5 +90,5 @@ def evaluate(
             run = replay(sweep, policy, target, table_settings, idle_w, report, algo)
             uses_model = bool(policy_class(name).uses_model)
             results.append((name, sweep, run, score(sweep, run, best, target, idle_w,
-                                                    uses_model)))
+                                                    uses_model, reference)))
     return results

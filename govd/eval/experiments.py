@@ -97,7 +97,8 @@ def param_sweep(sweeps: Sequence[SweepTable], name: str, values: FloatArray, tar
         s.path or f"sweep{i}": {"mape": [], "std": []} for i, s in enumerate(sweeps)}
     overall: dict[str, list[float | None]] = {"mape": [], "std": []}
     for value in values:
-        swept = replace(settings, **{name: float(value)})  # type: ignore[arg-type]
+        swept = replace(settings, form="seed",  # μ and λ of eq. 10
+                        **{name: float(value)})  # type: ignore[arg-type]
         runs = driven_errors(sweeps, target, swept, algo, driver, idle_power_w)
         for (ape, _), key in zip(runs, per_table, strict=True):
             mape, std = _summary(ape)
@@ -159,7 +160,7 @@ def offline_vs_online(sweeps: Sequence[SweepTable], ratios: Sequence[float], tar
     if n < 2:
         raise ValueError("offline vs online needs at least two sweep tables (train and test)")
     names = common_counters(sweeps)
-    online_settings = replace(settings, algorithm="rls")
+    online_settings = replace(settings, algorithm="rls", form="seed")
     online = driven_errors(sweeps, target, online_settings, "rls", driver, idle_power_w, names)
     rng = np.random.default_rng(seed)
     rows = []

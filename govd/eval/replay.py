@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -91,6 +91,8 @@ def replay(
     governor's model; None or ``rls``/``dcd`` keeps ``settings.algorithm``. ``prior``: seeds
     the model (`govd.model.prior`)."""
     settings = settings or ModelSettings()
+    if algo == "arnlms" or prior is not None:
+        settings = replace(settings, form="seed")  # both build on eq. 10's model
     gov = Governor(sweep.levels_mhz, policy, target, settings,
                    mem_levels_mhz=sweep.mem_levels_mhz, prior=prior)
     if algo == "arnlms":
@@ -144,5 +146,6 @@ def replay(
         if progress is not None and u % 4096 == 0:
             progress(u)
     wall_s = time.perf_counter() - started
-    return Replay(chosen, predicted, fitted, sens, energy_units, energy, times,
-                  gov.model.stats_dict(), wall_s)
+    stats = gov.model.stats_dict()
+    stats["stress_episodes"] = gov.stress_episodes
+    return Replay(chosen, predicted, fitted, sens, energy_units, energy, times, stats, wall_s)

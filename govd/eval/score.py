@@ -132,6 +132,13 @@ class Score:
     sensitivity_nrmse: float | None = None
     sensitivity_mape_raw: float | None = None
     kendall_tau: float | None = None
+    reference_energy_j: float | None = None
+    """Energy of the mean-curve reference (`govd.eval.reference`). Units: J."""
+    reference_violation_rate: float | None = None
+    stress_episodes: int | None = None
+    """Times the model was reset for stress during the run."""
+    work_hours: float | None = None
+    """GPU time the run took, in hours (for stress episodes per hour). Units: h."""
     phase_changes: int | None = None
     convergence_median_s: float | None = None
     convergence_mean_s: float | None = None
@@ -142,6 +149,20 @@ class Score:
         """Energy relative to the oracle's (1.0 = optimal)."""
         return self.energy_j / self.oracle_energy_j if self.oracle_energy_j > 0 else math.nan
 
+    @property
+    def reference_ratio(self) -> float | None:
+        """Energy relative to the mean-curve reference's, None where it was not scored."""
+        if not self.reference_energy_j:
+            return None
+        return self.energy_j / self.reference_energy_j
+
+    @property
+    def stress_per_hour(self) -> float | None:
+        """Stress episodes per hour of work, None where not counted."""
+        if self.stress_episodes is None or not self.work_hours:
+            return None
+        return self.stress_episodes / self.work_hours
+
 
 def score(
     sweep: SweepTable,
@@ -150,9 +171,11 @@ def score(
     target: Target,
     idle_power_w: float,
     model_metrics: bool,
+    reference_levels: np.ndarray | None = None,
 ) -> Score:
-    """Score the levels a run chose against the oracle's, and (``model_metrics``) the
-    predictions that drove them."""
+    """Score the levels a run chose against the oracle's (and the mean-curve reference's,
+    `govd.eval.reference`, where given), and (``model_metrics``) the predictions that drove
+    them."""
     units = np.arange(sweep.units)
     energy = unit_energy_mj(sweep, target, idle_power_w)
     missed = violations(sweep, target)
@@ -166,6 +189,13 @@ def score(
         oracle_violation_rate=float(missed[units, oracle_levels].mean()),
         switches=int(np.count_nonzero(np.diff(chosen))),
     )
+    if reference_levels is not None:
+        result.reference_energy_j = float(energy[units, reference_levels].sum()) * 1e-3
+        result.reference_violation_rate = float(missed[units, reference_levels].mean())
+    result.work_hours = float(tick_inputs(sweep, target, idle_power_w)[1][units, chosen].sum()
+                              / 3600.0)
+    if "stress_episodes" in run.model_stats:
+        result.stress_episodes = run.model_stats["stress_episodes"]
     if target.fps is not None:
         result.mean_fps = float(sweep.units / (np.maximum(time_ms, target.deadline_ms).sum()
                                                * 1e-3))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Algorithm = Literal["rls", "dcd"]
+Form = Literal["auto", "scaling", "seed"]
 
 MAX_LEVELS = 256
 MAX_COUNTERS = 32
@@ -23,6 +24,13 @@ MAX_COUNTERS = 32
 class ModelSettings:
     """How the frame-time model learns (all fields documented in ``config/govd.yaml``)."""
 
+    form: Form = "auto"
+    """``scaling`` (`govd.model.scaling`: log time ratios conditioned on the counters, a learned
+    power shape), ``seed`` (seed 000's eq. 10) or ``auto``: each where it won on every table
+    measured (bench/results/decisions.json, tests/test_eval.py): scaling under a slowdown
+    target (on the measured GPUs eq. 10 ran at up to 35 % violations or saved nothing), seed
+    under a frame-rate target (its counter terms follow the frame's complexity tick by tick:
+    1.003x the oracle and Kendall tau 0.999 against 1.016x and 0.87 on the graphics table)."""
     algorithm: Algorithm = "rls"
     """``rls`` (covariance form, eqs. 15-17) or ``dcd`` (DCD-RLS, cheaper for many features)."""
     forgetting: float = 1.0
@@ -50,10 +58,38 @@ class ModelSettings:
     """Initial covariance of the power model, P0 = power_p0 · I (coefficients in W)."""
     warmup: int = -1
     """Updates before predictions count as ready; -1 means the number of coefficients."""
+    prior_share: float = 0.5
+    """Scaling form: prior log-slope of time against the clock (0: none scales, 1: all of it
+    scales as 1/f); the middle, so that the first moves between levels are not ruled out."""
+    prior_sd: float = 1.0
+    """Scaling form: prior standard deviation of each coefficient (ridge strength)."""
+    noise_prior: float = 0.02
+    """Scaling form: assumed RMS error of a measured log time ratio until it is measured."""
+    gate: float = 0.15
+    """Scaling form: slack (log units) beyond what any work could do at two clocks before a
+    pair of ticks counts as a change of work rather than a measurement of scaling."""
+    same_work: float = 0.25
+    """Scaling form: relative change of any counter between two ticks that means other work."""
+    work_slots: int = 32
+    """Scaling form: pieces of work remembered with their own curve (a kernel seen again gets
+    its curve back at once); 0: one counter-conditioned curve for all work."""
+    work_sd: float = 0.5
+    """Scaling form: how far (standard deviation of a coefficient) one piece of work may
+    stray from the curve its counters suggest."""
     volts: tuple[float, ...] = field(default=())
     """Voltage per level (V), ascending with the levels; empty = V affine in f (0.7 to 1.0)."""
 
     def __post_init__(self) -> None:
+        if self.form not in ("auto", "scaling", "seed"):
+            raise ValueError(f"form must be 'auto', 'scaling' or 'seed', got {self.form!r}")
+        if not (isinstance(self.work_slots, int) and 0 <= self.work_slots <= 1024):
+            raise ValueError(f"work_slots must be an integer in 0..1024, got {self.work_slots!r}")
+        for name in ("prior_sd", "noise_prior", "gate", "same_work", "work_sd"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0.0):
+                raise ValueError(f"{name} must be a positive number, got {v!r}")
+        if not (math.isfinite(self.prior_share) and 0.0 <= self.prior_share <= 2.0):
+            raise ValueError(f"prior_share must be in [0, 2], got {self.prior_share!r}")
         if self.algorithm not in ("rls", "dcd"):
             raise ValueError(f"algorithm must be 'rls' or 'dcd', got {self.algorithm!r}")
         if not (0.0 < self.forgetting <= 1.0):
@@ -80,6 +116,13 @@ class ModelSettings:
             raise ValueError("max_trace_factor must be >= 1")
         if not (self.power_p0 > 0):
             raise ValueError("power_p0 must be positive")
+
+    def form_for(self, throughput: bool) -> str:
+        """The form in force: ``auto`` resolved for a slowdown (``throughput``) or frame-rate
+        target."""
+        if self.form != "auto":
+            return self.form
+        return "scaling" if throughput else "seed"
 
     @property
     def n_features(self) -> int:

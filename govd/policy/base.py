@@ -54,6 +54,13 @@ class Outlook:
     """The constraint in force for this tick."""
     tick: int
     """Number of steps taken before this one (0 on the first)."""
+    time_sd_now: FloatArray | None = None
+    """Standard deviation of each level's predicted log(t(level) / t(running level)): the
+    model's own uncertainty plus the measured noise of a ratio; None where the model does not
+    say (the seed form)."""
+    time_sd_top: FloatArray | None = None
+    """Standard deviation of each level's predicted log(t(level) / t(fastest level)); None
+    where the model does not say."""
     mem_levels_mhz: FloatArray | None = None
     """With two clock domains, the memory clock of each level (levels are then (core, memory)
     pairs sorted by core then memory clock); None with one. Units: MHz."""

@@ -115,11 +115,29 @@ class Ondemand:
         total_us = max(round(view.interval_s * 1e6), 0)
         # Utilisation outside 0..1 is a counter artefact; the kernel's busy never exceeds total.
         busy_us = round(min(max(view.busy, 0.0), 1.0) * total_us)
+        if view.mem_levels_mhz is not None:
+            return self._decide_core(view, busy_us, total_us)
         levels_hz = _levels_hz(view.levels_mhz)
         target_hz = simple_ondemand_target_hz(
             busy_us, total_us, levels_hz[view.current], self.upthreshold, self.downdifferential
         )
         return lowest_level_at_least(levels_hz, target_hz, view.lo, view.hi)
+
+    def _decide_core(self, view: Outlook, busy_us: int, total_us: int) -> int:
+        """With (core, memory) pairs: simple_ondemand knows one clock, so it governs the core
+        clock with the memory clock at its highest allowed (what a devfreq GPU whose memory
+        clock is not governed runs); the pairs at other memory clocks are never chosen."""
+        assert view.mem_levels_mhz is not None
+        allowed = range(view.lo, view.hi + 1)
+        top_mem = max(view.mem_levels_mhz[i] for i in allowed)
+        line = [i for i in allowed if view.mem_levels_mhz[i] == top_mem]
+        cores_hz = _levels_hz(view.levels_mhz[line])
+        running = view.levels_mhz[view.current] * 1e6
+        at = min(range(len(line)), key=lambda k: abs(cores_hz[k] - running))
+        target_hz = simple_ondemand_target_hz(
+            busy_us, total_us, cores_hz[at], self.upthreshold, self.downdifferential
+        )
+        return line[lowest_level_at_least(cores_hz, target_hz, 0, len(line) - 1)]
 
     def reset(self) -> None:
         """Forget the count of undecided ticks; simple_ondemand keeps no other history."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,10 @@ class Frame:
     """Frame-rate target the sender asked for, if any (the config decides whether it counts)."""
     device: str | None = None
     """The governed device the frame ran on (the socket's ``device=`` key); None: every one."""
+    count: float = 1.0
+    """How many frames this record stands for: 1, except for a row of a sampled MangoHud log,
+    which stands for every frame presented since the row before it (its time is their typical
+    frame time)."""
 
 
 class FrameSource(ABC):
@@ -34,6 +39,11 @@ class FrameSource(ABC):
 
     def stats(self) -> dict[str, int]:
         """Counters of what was received, accepted and rejected (and why)."""
+        return {}
+
+    def report(self) -> dict[str, Any]:
+        """What `govd status` shows about the source: ``problems`` (one line each, what the user
+        must change) and whatever else the source tells (JSON-able)."""
         return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook: not every source holds resources

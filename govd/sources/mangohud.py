@@ -1,89 +1,78 @@
-"""Frame times from MangoHud's CSV logs, followed as they grow (like ``tail -F`` on a folder).
+"""Frames from games through MangoHud's CSV logs: every live log in one folder, followed at once.
 
-MangoHud writes ``<program>_<YYYY-MM-DD_HH-MM-SS>.csv`` into its ``output_folder``: optional
-log-versioning lines (``v1``, the version, ``---...---`` separators), the preamble
-``os,cpu,gpu,ram,kernel,driver,cpuscheduler`` and its values, then a header such as
-``fps,frametime,cpu_load,...,elapsed`` and one row per log interval (``elapsed`` in ns).
+MangoHud (≥ 0.6.9, ``autostart_log``, ``log_interval=0``) writes one
+``<program>_<YYYY-MM-DD_HH-MM-SS>.csv`` per process into its ``output_folder`` and appends a row
+per present while the program runs (the format: `govd.sources.mangohud_log`). Several programs
+log at once (MangoHud enabled globally: the game and its launcher), so every log that grows is
+followed from its own byte offset, its frames carry the program name from the file name, and no
+row is ever delivered twice. Rows already in the folder at govd's first look that works are history.
 
-What the numbers mean, and how govd uses them:
+What goes wrong in practice, and what govd says about it (journal once, `govd status` while it
+lasts, a counter in `stats`):
 
-- ``frametime`` is the CPU-side interval between presents, not GPU time. A GPU-bound game presents
-  as fast as the GPU finishes, so the interval tracks GPU time; a CPU-bound or frame-capped one
-  does not. govd uses it as the frame-time signal only when no better source (the frame socket)
-  exists, and each row is a sample of the frame time at one log interval, not every frame.
-- Units: old builds logged ``frametime`` in µs (an integer), newer ones in ms. The header does not
-  say, so the unit is decided once per file from its first usable row: when an ``fps`` column is
-  there, ``frametime · fps`` is about 1000 for ms and about 10⁶ for µs (the threshold is their
-  geometric mean, 31 623); without one, a value of 500 or more is taken as µs (500 ms frames are
-  not a game being played).
-- A header without ``frametime`` but with ``fps`` is used as ``1000 / fps`` ms; a header with
-  neither is reported once and the file is skipped until a newer one appears.
+- the folder is missing or govd cannot read it (the unit hides ``$HOME`` and ``/tmp``):
+  ``folder_unreadable`` counts the failed looks;
+- MangoHud ≤ 0.6.8 keeps the rows in memory and writes the whole file when logging stops (and
+  never, without ``log_duration``): a log whose version line or µs frame times say so, or that
+  appears holding rows that span more time than passed since the folder was last listed without
+  it (`WHOLE_SLACK_S` allowed), is reported and all its rows are dropped as ``stale_rows`` (they
+  are not this tick's frames; the real 0.6.8 takes several drains to write one out);
+- sampled logs (``log_interval`` ≠ 0): each row counts for the frames it stands for (`Frame.count`).
 
-Robustness: a partial last line is kept until its newline arrives; a row with the wrong number of
-fields or an unusable frame time is skipped and counted; a newer file in the folder is switched to
-(rotation); a file replaced (new inode) or truncated (size below what was read) is reopened from
-its start. When govd starts, rows already in the newest file are history and are skipped.
+`live` says whether a log delivered frames lately; while none does the daemon falls back to busy
+time.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
-import re
-import stat
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any
 
 from govd.sources.base import Frame, FrameSource
+from govd.sources.mangohud_log import MAX_FRAME_MS, MangoHudLog, app_of_log
+
+__all__ = ["MAX_FRAME_MS", "MangoHudSource", "app_of_log", "list_logs"]
 
 log = logging.getLogger(__name__)
 
-MAX_FRAME_MS = 10_000.0
-"""Longest frame time accepted. Units: ms."""
-MAX_LINE_BYTES = 65536
-"""A line longer than this without a newline is garbage and is dropped."""
-_MS_US_THRESHOLD = math.sqrt(1e3 * 1e6)  # frametime·fps: ~1e3 when in ms, ~1e6 when in µs
-_FILE_NAME = re.compile(r"(?P<app>.+)_\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}\.csv")
+LIVE_S = 2.0
+"""No frame for this long: the source is not live (the daemon uses busy time). Units: s."""
+IDLE_CLOSE_S = 30.0
+"""A log not grown for this long is closed (reopened at its offset when it grows). Units: s."""
+WHOLE_SLACK_S = 0.5
+"""How much more than the time since the folder was last listed a new log's rows may span and
+still be live (MangoHud's start, govd's own delay). Units: s."""
+SETUP_HINT = "see the README, 'Frames from games (MangoHud)'"
 
 
-def app_of_log(path: Path) -> str:
-    """The program name in a MangoHud log's file name (the whole stem when it does not match)."""
-    match = _FILE_NAME.fullmatch(path.name)
-    return match["app"] if match else path.stem
-
-
-def newest_log(folder: Path) -> Path | None:
-    """The most recently modified MangoHud log in ``folder`` (``*_summary.csv`` excluded)."""
-    best: tuple[int, str] | None = None
-    found: Path | None = None
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return None
-    for entry in entries:
-        if not entry.name.endswith(".csv") or entry.name.endswith("_summary.csv"):
-            continue
-        try:
-            if not entry.is_file():
+def list_logs(folder: Path) -> dict[Path, tuple[int, int]]:
+    """MangoHud logs in ``folder`` (``*_summary.csv`` excluded) → (inode, size in bytes).
+    Raises OSError when the folder cannot be listed."""
+    found: dict[Path, tuple[int, int]] = {}
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if not entry.name.endswith(".csv") or entry.name.endswith("_summary.csv"):
                 continue
-            key = (entry.stat().st_mtime_ns, entry.name)
-        except OSError:
-            continue
-        if best is None or key > best:
-            best, found = key, Path(entry.path)
+            try:
+                if entry.is_file():
+                    st = entry.stat()
+                    found[Path(entry.path)] = (st.st_ino, st.st_size)
+            except OSError:
+                continue
     return found
 
 
 class MangoHudSource(FrameSource):
-    """Frames from the newest MangoHud log in ``folder``.
+    """Frames from every MangoHud log growing in ``folder``.
 
-    ``rescan_s`` is how often the folder is listed for a newer log (s; 0 = every `drain`),
-    ``max_read_bytes`` bounds the bytes read per `drain`, ``clock`` is a monotonic clock (s).
+    ``rescan_s``: how often the folder is listed (s; 0 = every `drain`); ``max_read_bytes``: bytes
+    read per log per `drain`; ``clock``: a monotonic clock (s).
     """
 
     def __init__(
@@ -99,195 +88,159 @@ class MangoHudSource(FrameSource):
         self.max_read_bytes = max_read_bytes
         self._clock = clock
         self._next_scan_s = -math.inf
+        self._logs: dict[Path, MangoHudLog] = {}
+        self._sizes: dict[Path, tuple[int, int]] = {}
+        self._active: dict[Path, float] = {}
+        """Logs read at every drain → when they last grew (s)."""
+        self._new: dict[Path, float] = {}
+        """Logs that appeared after start and showed no row yet → when the folder was last
+        listed without them (s): a log written while logging cannot span more than since."""
+        self._stale: set[Path] = set()
+        """Logs written whole at stop: none of their rows is delivered."""
+        self._listed_s = math.nan
         self._counts: Counter[str] = Counter()
+        self._frames_by_app: dict[str, float] = {}
+        self._last_frame_s = -math.inf
+        self._folder_problem: str | None = None
         self._reported: set[str] = set()
         self.errors: list[str] = []
-        """Problems reported so far, each once (also logged as warnings)."""
-        self._path: Path | None = None
-        self._file: BinaryIO | None = None
-        self._started = False
+        """Problems with logs reported so far, each once (also logged as warnings)."""
 
+    # -- problems --------------------------------------------------------------------------------
     def _report(self, message: str) -> None:
         if message not in self._reported:
             self._reported.add(message)
             self.errors.append(message)
             log.warning("%s", message)
 
-    def _open(self, path: Path, skip_existing: bool) -> None:
-        self._close_file()
+    def _folder_failed(self, exc: OSError) -> None:
+        self._counts["folder_unreadable"] += 1
+        if isinstance(exc, FileNotFoundError):
+            why = "does not exist"
+        elif isinstance(exc, PermissionError):
+            why = "cannot be read by govd (permission denied)"
+        elif isinstance(exc, NotADirectoryError):
+            why = "is not a folder"
+        else:
+            why = f"cannot be listed ({exc.strerror or exc})"
+        problem = (f"MangoHud folder {self.folder} {why}: no frames from games until it can be "
+                   f"read; {SETUP_HINT}")
+        if problem != self._folder_problem:
+            self._folder_problem = problem
+            log.error("%s", problem)  # loud: without it the source is silent forever
+
+    # -- the folder ------------------------------------------------------------------------------
+    def _scan(self, now_s: float) -> None:
         try:
-            self._file = _open_regular(path)
+            found = list_logs(self.folder)
         except OSError as exc:
-            self._report(f"{path}: cannot open: {exc.strerror or exc}")
-            self._path = None
+            self._folder_failed(exc)
             return
-        self._path = path
-        opened = os.fstat(self._file.fileno())
-        self._inode = opened.st_ino
-        self._app = app_of_log(path)
-        self._restart(skip_to=opened.st_size if skip_existing else 0)
+        if self._folder_problem is not None:
+            log.info("MangoHud folder %s can be read again", self.folder)
+            self._folder_problem = None
+        first_look = math.isnan(self._listed_s)
+        for path, (inode, size) in found.items():
+            if path not in self._logs:
+                # At the first look that works every row is history (also when the folder
+                # could not be read at start); later a new log is read from its first byte.
+                self._logs[path] = MangoHudLog(path, size if first_look else 0, self._report,
+                                               inode)
+                self._counts["logs"] += 1
+                if not first_look:
+                    self._new[path] = self._listed_s
+                    self._active[path] = now_s
+            elif self._sizes.get(path) != (inode, size):
+                self._active.setdefault(path, now_s)
+        for path in set(self._logs) - set(found):
+            gone = self._logs.pop(path)
+            gone.close()
+            self._counts.update(gone.counts)
+            self._active.pop(path, None)
+            self._new.pop(path, None)
+            self._stale.discard(path)
+        self._sizes = found
+        self._listed_s = now_s
 
-    def _restart(self, skip_to: int = 0) -> None:
-        """Read the current file again from its first byte (rows before ``skip_to`` not emitted)."""
-        assert self._file is not None
-        self._file.seek(0)
-        self._offset = 0
-        self._skip_to = skip_to
-        self._partial = b""
-        self._columns: list[str] | None = None
-        self._usable = True
-        self._after_os_line = False
-        self._scale_to_ms: float | None = None
-
-    def _close_file(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    def _follow(self) -> None:
-        """Switch to a newer log, or reopen a log replaced or truncated under us."""
+    def drain(self) -> list[Frame]:
+        """Rows appended to any log since the last call, as frames: each log's in order, the
+        logs one after the other."""
         now_s = self._clock()
         if now_s >= self._next_scan_s:
             self._next_scan_s = now_s + self.rescan_s
-            newest = newest_log(self.folder)
-            if newest is not None and newest != self._path:
-                if self._path is not None:
-                    self._counts["rotated"] += 1
-                self._open(newest, skip_existing=not self._started)
-        self._started = True
-        if self._file is None or self._path is None:
-            return
-        try:
-            on_disk = os.stat(self._path)
-        except OSError:
-            return  # removed (or its folder): keep what is open until a newer log appears
-        if on_disk.st_ino != self._inode:
-            self._counts["reopened"] += 1
-            self._open(self._path, skip_existing=False)
-        elif on_disk.st_size < self._offset + len(self._partial):
-            self._counts["truncated"] += 1
-            self._restart()
-
-    def drain(self) -> list[Frame]:
-        """Rows appended to the followed log since the last call, as frames, oldest first."""
-        self._follow()
+            self._scan(now_s)
         frames: list[Frame] = []
-        if self._file is None:
-            return frames
-        try:
-            chunk = self._file.read(self.max_read_bytes)
-        except OSError as exc:
-            self._report(f"{self._path}: read failed: {exc.strerror}")
-            return frames
-        data = self._partial + chunk
-        lines = data.split(b"\n")
-        self._partial = lines.pop()  # incomplete until its newline arrives
-        if len(self._partial) > MAX_LINE_BYTES:
-            self._counts["bad_rows"] += 1
-            self._offset += len(self._partial)
-            self._partial = b""
-        for raw in lines:
-            self._offset += len(raw) + 1
-            if self._columns is not None and self._offset <= self._skip_to:
-                continue  # a row written before govd started following the log
-            frame = self._line(raw.rstrip(b"\r"))
-            if frame is not None:
-                frames.append(frame)
-                self._counts["accepted"] += 1
+        for path in list(self._active):
+            mango = self._logs[path]
+            before = mango.offset
+            got = mango.read(self.max_read_bytes)
+            if path in self._new and (mango.counts["rows"] or mango.version is not None):
+                self._judge(mango, now_s - self._new.pop(path))
+            if path in self._stale:
+                self._counts["stale_rows"] += len(got)
+                got = []
+            if mango.offset != before:
+                self._active[path] = now_s
+            elif now_s - self._active[path] > IDLE_CLOSE_S:
+                mango.close()
+                del self._active[path]
+            frames.extend(got)
+        for frame in frames:
+            self._frames_by_app[frame.app] = self._frames_by_app.get(frame.app, 0.0) + frame.count
+        if frames:
+            self._last_frame_s = now_s
+        self._counts["accepted"] += len(frames)
         return frames
 
-    def _line(self, raw: bytes) -> Frame | None:
-        text = raw.decode("utf-8", "replace").strip()
-        if not text:
-            return None
-        if self._columns is None:
-            self._preamble_or_header(text)
-            return None
-        if not self._usable:
-            return None
-        self._counts["rows"] += 1
-        frame_ms = self._frame_ms(text.split(","))
-        if frame_ms is None:
-            self._counts["bad_rows"] += 1
-            return None
-        return Frame(gpu_time_ms=frame_ms, app=self._app)
-
-    def _preamble_or_header(self, text: str) -> None:
-        if self._after_os_line:  # the system-information values under "os,cpu,..."
-            self._after_os_line = False
+    def _judge(self, mango: MangoHudLog, listed_ago_s: float) -> None:
+        """Mark a log that appeared after start as stale when it was written whole when logging
+        stopped (MangoHud ≤ 0.6.8), and say what to change."""
+        span_s = (mango.last_elapsed_ns or 0.0) / 1e9
+        if not mango.writes_at_stop and not span_s > listed_ago_s + WHOLE_SLACK_S:
             return
-        if text.startswith("-") or "," not in text:  # versioning lines and separators
-            return
-        if text.startswith("os,"):
-            self._after_os_line = True
-            return
-        columns = [c.strip() for c in text.split(",")]
-        self._columns = columns
-        if "frametime" not in columns and "fps" not in columns:
-            self._usable = False
-            self._counts["bad_header"] += 1
-            self._report(f"{self._path}: header has neither a frametime nor an fps column: {text}")
-        elif "frametime" not in columns:
-            self._report(f"{self._path}: no frametime column; using 1000/fps as the frame time")
-
-    def _frame_ms(self, fields: list[str]) -> float | None:
-        assert self._columns is not None
-        if len(fields) != len(self._columns):
-            return None
-        values = dict(zip(self._columns, fields, strict=True))
-        fps = _number(values.get("fps"))
-        frametime = _number(values.get("frametime"))
-        if frametime is None:
-            if "frametime" in values or fps is None or fps <= 0:
-                return None
-            frame_ms = 1000.0 / fps
+        self._stale.add(mango.path)
+        self._counts["written_at_stop"] += 1
+        if mango.version is not None:
+            said = f"says MangoHud {'.'.join(map(str, mango.version))}"
+        elif mango.writes_at_stop:
+            said = "frame times in µs"
         else:
-            if frametime <= 0:
-                return None
-            if self._scale_to_ms is None:
-                self._scale_to_ms = _scale_to_ms(frametime, fps)
-            frame_ms = frametime * self._scale_to_ms
-        if not (0 < frame_ms <= MAX_FRAME_MS):
-            return None
-        return frame_ms
+            said = f"appeared holding {span_s:.1f} s of rows"
+        self._report(
+            f"{mango.path.name}: written whole when logging stopped ({said}): MangoHud 0.6.8 "
+            "and older write the log only at stop, so govd gets no live frames and uses busy "
+            f"time; install MangoHud 0.6.9 or newer; {SETUP_HINT}")
+
+    # -- what it tells ---------------------------------------------------------------------------
+    @property
+    def live(self) -> bool:
+        """Whether some log delivered frames in the last `LIVE_S` seconds."""
+        return self._clock() - self._last_frame_s <= LIVE_S
+
+    def problems(self) -> list[str]:
+        """What the user must change, one line each (the folder first, while it is unreadable)."""
+        return ([self._folder_problem] if self._folder_problem else []) + self.errors
+
+    def report(self) -> dict[str, Any]:
+        """For `govd status`: problems, whether frames are live, frames per program (rounded;
+        a sampled log's rows count for the frames they stand for) and which logs are sampled."""
+        return {
+            "problems": self.problems(),
+            "live": self.live,
+            "frames_by_app": {app: round(n) for app, n in self._frames_by_app.items()},
+            "sampled": sorted({m.app for m in self._logs.values() if m.sampled}),
+        }
 
     def stats(self) -> dict[str, int]:
-        """Counters: ``rows``, ``accepted``, ``bad_rows``, ``bad_header``, ``rotated`` (switched
-        to a newer log), ``reopened`` (file replaced), ``truncated`` (file cut, read again)."""
-        return dict(self._counts)
+        """Counters: ``logs`` (seen), ``rows``, ``accepted`` (rows delivered), ``bad_rows``,
+        ``bad_header``, ``skipped_rows`` (history), ``stale_rows`` and ``written_at_stop`` (logs
+        written whole at stop), ``reopened`` (replaced), ``truncated``, ``folder_unreadable``."""
+        counts = Counter(self._counts)
+        for mango in self._logs.values():
+            counts.update(mango.counts)
+        return dict(counts)
 
     def close(self) -> None:
-        """Close the followed log."""
-        self._close_file()
-
-
-def _open_regular(path: Path) -> BinaryIO:
-    """``path`` opened for reading; OSError unless it is a regular file. Opened non-blocking and
-    checked after opening: a FIFO put in the log's place would otherwise block `drain` until
-    someone writes to it."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError("not a regular file")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _number(text: str | None) -> float | None:
-    if text is None:
-        return None
-    with contextlib.suppress(ValueError):
-        value = float(text)
-        if math.isfinite(value):
-            return value
-    return None
-
-
-def _scale_to_ms(frametime: float, fps: float | None) -> float:
-    """1.0 when ``frametime`` is in ms, 1e-3 when it is in µs (see the module docstring)."""
-    if fps is not None and fps > 0:
-        return 1e-3 if frametime * fps > _MS_US_THRESHOLD else 1.0
-    return 1e-3 if frametime >= 500.0 else 1.0
+        """Close every log."""
+        for mango in self._logs.values():
+            mango.close()

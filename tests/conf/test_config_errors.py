@@ -142,3 +142,12 @@ def test_control_character_is_a_config_error_with_its_line(text: str, line: int,
     with pytest.raises(ConfigError) as info:
         parse_config(text, "f.yaml")
     assert info.value.errors == [f"f.yaml:{line}: character {char!r} is not allowed in YAML"]
+
+
+def test_a_prior_with_the_scaling_form_is_refused_in_one_line() -> None:
+    from pydantic import ValidationError
+
+    from govd.conf.schema import ModelConfig
+    with pytest.raises(ValidationError, match="prior seeds the seed form"):
+        ModelConfig(form="scaling", prior="/etc/govd/prior.json")
+    assert ModelConfig(form="auto", prior="/etc/govd/prior.json").prior

@@ -178,7 +178,8 @@ def test_sim_demo_prints_status_lines_and_the_comparison_with_ondemand(tmp_path)
     assert demo.returncode == 0, demo.stdout + demo.stderr
     out = demo.stdout
     assert "govd-sim0: energy (60 FPS)" in out
-    for label in ("energy used", "FPS", "missed deadlines", "ondemand", "device restored: yes"):
+    for label in ("energy used", "FPS", "missed deadlines", "ondemand", "performance",
+                  "govd against performance", "device restored: yes"):
         assert label in out
 
 

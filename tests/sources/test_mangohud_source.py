@@ -1,4 +1,5 @@
-"""Following MangoHud CSV logs: units, partial lines, rotation, truncation, replacement."""
+"""Following one MangoHud CSV log: units, partial lines, new logs, truncation, replacement
+(real logs, several logs at once, sampled and write-at-stop logs: test_mangohud_real.py)."""
 
 from __future__ import annotations
 
@@ -119,7 +120,7 @@ def test_unusable_header_is_reported_once_then_newer_log_used(tmp_path: Path) ->
     assert [f.gpu_time_ms for f in src.drain()] == pytest.approx([5.0])
 
 
-def test_rotation_switches_to_newer_log_from_its_start(tmp_path: Path) -> None:
+def test_new_log_is_read_from_its_start_beside_the_old(tmp_path: Path) -> None:
     src, old = started(tmp_path)
     append(old, new_row(16.0))
     assert len(src.drain()) == 1
@@ -128,7 +129,7 @@ def test_rotation_switches_to_newer_log_from_its_start(tmp_path: Path) -> None:
     touch_newer(new, old)
     frames = src.drain()
     assert [f.gpu_time_ms for f in frames] == pytest.approx([7.0, 8.0])
-    assert frames[0].app == "other" and src.stats()["rotated"] == 1
+    assert frames[0].app == "other" and src.stats()["logs"] == 2
 
 
 def test_summary_files_are_not_followed(tmp_path: Path) -> None:

@@ -1,0 +1,211 @@
+"""Decisions on measured GPUs (issue #11): `energy` against the oracle, the mean-curve reference,
+`performance` and `ondemand` on every measured table in ../shared/data, at 10 % and 25 %
+slowdown limits. Writes bench/results/decisions.json.
+
+    .venv/bin/python bench/bench_decisions.py [--form scaling|seed] [--minutes 10] [--quick]
+
+Tables (each skipped with a message where its data folder is absent):
+- `v100-sim`: `govd sim from-nvdvfs --gpu v100 --minutes M` (kernel launches in phases);
+- `v100-units`: a plain conversion of the same kernels into 2 000 units of ~50 ms (a unit
+  repeats one kernel; the kernel changes every few units), written here, independently of
+  `govd.sim.nvdvfs`;
+- `gtx980-pairs`: the GTX 980's (core, memory) grid through `sweep_from_data`;
+- `gtx1080ti-pairs`, `rtx2070s-pairs` (`data/hkbu`), and their `-core` slices (memory clock
+  at its highest, the core clock governed alone).
+Every figure comes from `govd.eval.evaluate`, the code `govd eval` runs; nothing here is tuned
+to the tables (their numbers are read, never written into govd).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from govd.eval.evaluate import evaluate  # noqa: E402
+from govd.eval.reference import safe_reference_levels  # noqa: E402
+from govd.eval.score import unit_energy_mj, violations  # noqa: E402
+from govd.formats.sweep import SweepTable  # noqa: E402
+from govd.model.settings import ModelSettings  # noqa: E402
+from govd.sim.hkbu import core_slice, load_hkbu  # noqa: E402
+from govd.sim.nvdvfs import GpuData, NvDvfsError, load_gtx980, load_v100, sweep_from_data  # noqa: E402
+from govd.target import Target  # noqa: E402
+
+DATA = REPO.parent / "shared" / "data"
+TARGETS = {
+    "energy_ratio_max": {"0.1": 1.04, "0.25": 1.05},
+    "violation_excess_max": 0.01,
+    "kendall_tau_min": 0.8,
+    "stress_per_10min_max": 1.0,
+}
+POLICIES = ["energy", "oracle", "performance", "ondemand"]
+
+
+def unit_sweep(data: GpuData, name: str, units: int = 2000, unit_ms: float = 50.0,
+               mean_phase_units: float = 5.0, seed: int = 0) -> SweepTable:
+    """``units`` units of about ``unit_ms`` at the top level, each one kernel repeated; the
+    kernel is drawn anew after a geometric number of units (mean ``mean_phase_units``). Time
+    and power carry 1 % lognormal noise per (unit, level), counters 0.5 %."""
+    rng = np.random.default_rng(seed)
+    top = data.levels_mhz.size - 1
+    kernel = np.empty(units, dtype=np.intp)
+    u = 0
+    while u < units:
+        run = int(rng.geometric(1.0 / mean_phase_units))
+        kernel[u:u + run] = rng.integers(0, len(data.kernels))
+        u += run
+    repeats = np.maximum(1.0, np.round(unit_ms / data.time_ms[kernel, top]))[:, None]
+    shape = (units, data.levels_mhz.size)
+    time_ms = data.time_ms[kernel] * repeats * rng.lognormal(0.0, 0.01, shape)
+    power_w = data.power_w[kernel] * rng.lognormal(0.0, 0.01, shape)
+    counters = {c: v[kernel] * rng.lognormal(0.0, 0.005, shape) for c, v in data.counters.items()}
+    return SweepTable(levels_mhz=data.levels_mhz.copy(), time_ms=time_ms, power_w=power_w,
+                      mem_levels_mhz=None if data.mem_levels_mhz is None
+                      else data.mem_levels_mhz.copy(), counters=counters,
+                      meta={"idle_power_w": f"{data.idle_power_w:g}", "source": name},
+                      path=name)
+
+
+def tables(minutes: float) -> list[SweepTable]:
+    """Every measured table whose data is present."""
+    out: list[SweepTable] = []
+    nv = DATA / "nv-dvfs"
+    try:
+        v100 = load_v100(nv)
+        sim = sweep_from_data(v100, "v100", minutes, seed=0)
+        sim.path = "v100-sim"
+        out += [sim, unit_sweep(v100, "v100-units")]
+        gtx980 = sweep_from_data(load_gtx980(nv), "gtx980", minutes / 5, seed=0)
+        gtx980.path = "gtx980-pairs"
+        out.append(gtx980)
+    except NvDvfsError as exc:
+        print(f"skipping nv-dvfs tables: {exc}", file=sys.stderr)
+    for gpu in ("gtx1080ti", "rtx2070s"):
+        try:
+            data = load_hkbu(gpu, DATA / "hkbu")
+        except NvDvfsError as exc:
+            print(f"skipping {gpu}: {exc}", file=sys.stderr)
+            continue
+        out += [unit_sweep(data, f"{gpu}-pairs", seed=1),
+                unit_sweep(core_slice(data), f"{gpu}-core", seed=1)]
+    return out
+
+
+def summarise(results: list, slowdown: float) -> dict[str, dict]:
+    """Per table: the energy policy's figures beside the references and baselines."""
+    by_table: dict[str, dict] = {}
+    for name, sweep, run, sc in results:
+        if sweep.path not in by_table:
+            target = Target(max_slowdown=slowdown)
+            idle_w = float(sweep.meta.get("idle_power_w", 0.0))
+            safe, margin = safe_reference_levels(sweep, target, idle_w)
+            causal, _ = safe_reference_levels(sweep, target, idle_w, lag=1)
+            energy = unit_energy_mj(sweep, target, idle_w)
+            units = np.arange(sweep.units)
+            by_table[sweep.path] = {
+                "units": sc.units, "target": slowdown,
+                "causal_reference_vs_oracle": float(energy[units, causal].sum())
+                / (sc.oracle_energy_j * 1e3),
+                "safe_reference_vs_oracle": float(energy[units, safe].sum())
+                / (sc.oracle_energy_j * 1e3),
+                "safe_reference_margin": margin,
+                "safe_reference_violation_rate": float(
+                    violations(sweep, target)[units, safe].mean())}
+        row = by_table[sweep.path]
+        if name == "energy":
+            row.update({
+                "energy_ratio": sc.energy_ratio,
+                "energy_vs_reference": sc.reference_ratio,
+                "violation_rate": sc.violation_rate,
+                "oracle_violation_rate": sc.oracle_violation_rate,
+                "violation_excess": sc.violation_rate - sc.oracle_violation_rate,
+                "kendall_tau": sc.kendall_tau,
+                "stress_episodes": sc.stress_episodes,
+                "stress_per_hour": sc.stress_per_hour,
+                "work_hours": sc.work_hours,
+                "reference_vs_oracle": (sc.reference_energy_j / sc.oracle_energy_j
+                                        if sc.reference_energy_j else None),
+                "reference_violation_rate": sc.reference_violation_rate,
+                "gated": run.model_stats.get("gated"),
+                "time_mape": sc.time_mape,
+            })
+        elif name != "oracle":
+            row[f"{name}_ratio"] = sc.energy_ratio
+            row[f"{name}_violation_rate"] = sc.violation_rate
+    return by_table
+
+
+def verdicts(rows: dict[str, dict], slowdown: float) -> dict[str, bool]:
+    """Each target met or not, per table."""
+    out = {}
+    for table, r in rows.items():
+        ok = (r["energy_ratio"] <= TARGETS["energy_ratio_max"][f"{slowdown:g}"]
+              and r["violation_excess"] <= TARGETS["violation_excess_max"]
+              and (r["kendall_tau"] or 0.0) >= TARGETS["kendall_tau_min"])
+        per10 = (r["stress_per_hour"] or 0.0) / 6.0
+        out[table] = bool(ok and per10 <= TARGETS["stress_per_10min_max"])
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--form", choices=("auto", "scaling", "seed"), default="auto")
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--quick", action="store_true", help="1 simulated minute (tests)")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "decisions.json")
+    args = parser.parse_args()
+    minutes = 1.0 if args.quick else args.minutes
+    sweeps = tables(minutes)
+    if not sweeps:
+        print("no measured data beside the project (../shared/data): nothing to measure")
+        return 0
+    settings = replace(ModelSettings(), form=args.form)
+    started = time.perf_counter()
+    report: dict = {"command": " ".join(["bench/bench_decisions.py", *sys.argv[1:]]),
+                    "machine": platform.platform(), "python": platform.python_version(),
+                    "form": args.form, "targets": TARGETS, "results": {}, "met": {}}
+    for slowdown in (0.10, 0.25):
+        results = evaluate(sweeps, POLICIES, Target(max_slowdown=slowdown), settings)
+        rows = summarise(results, slowdown)
+        report["results"][f"{slowdown:g}"] = rows
+        report["met"][f"{slowdown:g}"] = verdicts(rows, slowdown)
+        print(f"\n--max-slowdown {slowdown:g}  (form {args.form})")
+        print(f"{'table':<18}{'units':>7}{'E/orc':>7}{'E/ref':>7}{'ref/orc':>8}{'viol':>7}"
+              f"{'orc v':>7}{'tau':>6}{'str/h':>7}{'perf':>7}{'ondem':>7}{'od v':>7}"
+              f"{'safe':>7}{'causal':>7}")
+        for table, r in rows.items():
+            print(f"{table:<18}{r['units']:>7}{r['energy_ratio']:>7.3f}"
+                  f"{r['energy_vs_reference'] or math.nan:>7.3f}"
+                  f"{r['reference_vs_oracle'] or math.nan:>8.3f}{r['violation_rate']:>7.3f}"
+                  f"{r['oracle_violation_rate']:>7.3f}{r['kendall_tau'] or math.nan:>6.2f}"
+                  f"{r['stress_per_hour'] or 0.0:>7.1f}{r['performance_ratio']:>7.3f}"
+                  f"{r['ondemand_ratio']:>7.3f}{r['ondemand_violation_rate']:>7.3f}"
+                  f"{r['safe_reference_vs_oracle']:>7.3f}"
+                  f"{r['causal_reference_vs_oracle']:>7.3f}")
+    report["wall_s"] = time.perf_counter() - started
+
+    def clean(v: object) -> object:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        return v
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(clean(report), indent=1) + "\n")
+    print(f"\nwrote {args.out} ({report['wall_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The mean-curve reference: what a causal policy could at best reach.
+
+The oracle knows every unit's time and power at every level, noise included, so part of its
+advantage is reading noise that no policy can foresee. This reference knows each *phase* of the
+work (a run of units doing the same thing) and its mean time and power curves over the levels,
+but not the per-unit noise: it runs every unit of a phase at the level that is best for the
+phase's mean curves under the target (the oracle's rule applied to the means). It is scored on
+the real per-unit rows, like every policy.
+
+Phases are cut where the time at the fastest level jumps by more than the convergence metric's
+ratio (`govd.eval.convergence.CHANGE_RATIO`), or where the unit's curve (times relative to the
+fastest level) moves by more than ``shape_change`` in log time at any level: two kernels that
+take as long at the top may scale quite differently.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from govd.eval.convergence import phase_changes
+from govd.formats.sweep import SweepTable
+from govd.model.arrays import IntArray
+from govd.policy.oracle import oracle_levels
+from govd.target import Target
+
+SHAPE_CHANGE = 0.05
+"""Change of a unit's log time ratio to the fastest level, at any level, that starts a new
+phase (the measured tables' per-unit noise is ~1 %, a ratio's ~1.4 %)."""
+
+
+def phase_starts(sweep: SweepTable, shape_change: float = SHAPE_CHANGE) -> IntArray:
+    """First unit of every phase (0 included), ascending."""
+    with np.errstate(all="ignore"):
+        shape = np.log(sweep.time_ms / sweep.time_ms.min(axis=1, keepdims=True))
+    moved = np.flatnonzero(np.nanmax(np.abs(np.diff(shape, axis=0)), axis=1) > shape_change) + 1
+    starts = np.union1d(np.union1d([0], phase_changes(sweep)), moved)
+    return starts.astype(np.intp)
+
+
+def mean_curve_levels(sweep: SweepTable, target: Target, idle_power_w: float,
+                      lag: int = 0) -> IntArray:
+    """Level per unit: the best level for the mean curves of the unit's phase, or with
+    ``lag`` = 1 of the previous unit's phase (what a causal policy that knew every phase's
+    curve could do: it learns of a change of work only from the unit that ran it; the first
+    unit runs at the top level)."""
+    starts = phase_starts(sweep)
+    ends = np.append(starts[1:], sweep.units)
+    phase_of = np.repeat(np.arange(starts.size), ends - starts)
+    counts = (ends - starts)[:, None]
+    mean_time = np.add.reduceat(sweep.time_ms, starts, axis=0) / counts
+    mean_power = np.add.reduceat(sweep.power_w * sweep.time_ms, starts, axis=0) / (
+        mean_time * counts)
+    means = SweepTable(levels_mhz=sweep.levels_mhz, time_ms=mean_time, power_w=mean_power,
+                       mem_levels_mhz=sweep.mem_levels_mhz)
+    per_phase = oracle_levels(means, target, idle_power_w)
+    levels: IntArray = per_phase[phase_of]
+    if lag:
+        levels = np.concatenate((np.full(lag, sweep.levels_mhz.size - 1), levels[:-lag]))
+    return levels
+
+
+def safe_reference_levels(sweep: SweepTable, target: Target, idle_power_w: float,
+                          excess: float = 0.01, lag: int = 0) -> tuple[IntArray, float]:
+    """`mean_curve_levels` under the tightest target (the slowdown limit or the frame deadline
+    shrunk by a margin) that keeps its violation rate within ``excess`` of the oracle's: what a
+    causal policy that knows each phase's curve, but not the per-unit noise, can at best reach
+    inside the violation budget (``lag``: see `mean_curve_levels`). Returns (levels, margin
+    used)."""
+    from govd.eval.score import violations  # scoring sits above the references
+
+    missed = violations(sweep, target)
+    units = np.arange(sweep.units)
+    allowed = float(missed[units, oracle_levels(sweep, target, idle_power_w)].mean()) + excess
+
+    def levels_at(margin: float) -> IntArray:
+        if target.fps is not None:
+            tight = Target(fps=target.fps * (1.0 + margin))
+        else:
+            assert target.max_slowdown is not None
+            tight = Target(max_slowdown=(1.0 + target.max_slowdown) / (1.0 + margin) - 1.0)
+        return mean_curve_levels(sweep, tight, idle_power_w, lag)
+
+    lo, hi = 0.0, (0.5 if target.max_slowdown is None else target.max_slowdown)
+    best = levels_at(hi)
+    if float(missed[units, levels_at(lo)].mean()) <= allowed:
+        return levels_at(lo), 0.0
+    for _ in range(12):  # bisection on the margin, to ~1e-4
+        mid = 0.5 * (lo + hi)
+        at = levels_at(mid)
+        if float(missed[units, at].mean()) <= allowed:
+            hi, best = mid, at
+        else:
+            lo = mid
+    return best, hi

@@ -1,0 +1,310 @@
+"""`ScalingModel`: the scaling form (`govd.model.scaling`) of one device, as preallocated arrays.
+
+Same interface as `govd.model.online.OnlineModel` (the seed's eq. 10), so the governor, the
+evaluator and the stress detector drive either; it adds the uncertainty of each level's
+predicted time (`time_sd_now`, `time_sd_top`) and the measured ratio error (`ratio_error`).
+One class serves one clock domain and (core, memory) pairs: one domain is a table whose memory
+clock is the same at every level.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from govd.model import scaling as s
+from govd.model.arrays import FloatArray
+from govd.model.online import default_volts
+from govd.model.settings import MAX_LEVELS, ModelSettings
+
+_NO_COUNTERS = np.zeros(0)
+STATIC_SHARE = 0.3
+"""Prior share of busy power that does not scale with the clock (seed 004: a static term is
+mandatory); learned away per level as levels are visited."""
+MEMORY_SHARE = 0.15
+"""Prior share of busy power that goes with the memory clock (two clock domains)."""
+SHAPE_VAR0 = 0.25
+"""Prior variance of a level's log power offset from the prior shape (±50 %)."""
+SHAPE_Q = 1e-5
+"""Variance added to every level's offset per learned pair: the shape may drift (temperature)."""
+SHAPE_NOISE = 0.02**2
+"""Variance of one measured log power ratio between two ticks."""
+SLOT_TOLERANCE = 0.1
+"""Difference of log time at the top level within which two ticks are the same remembered
+piece of work (their counters must agree within ``same_work``, which also allows for counters
+that move a little with the clock). Tighter than the pair gate: two kinds of work sharing a
+slot learn a curve that is neither's (unsafe), one kind split over two slots only learns
+twice (safe)."""
+
+
+class ScalingModel:
+    """Online frame-time scaling and power-shape model of one device over its level table."""
+
+    form = "scaling"
+
+    def __init__(
+        self,
+        levels_mhz: Sequence[float] | FloatArray,
+        settings: ModelSettings | None = None,
+        idle_power_w: float = math.nan,
+        mem_levels_mhz: Sequence[float] | FloatArray | None = None,
+    ) -> None:
+        """``levels_mhz``: core clock of every level (MHz); ``mem_levels_mhz``: with two clock
+        domains the memory clock of each (levels sorted by core then memory clock), else None;
+        ``idle_power_w``: known idle power (W) or NaN to learn it."""
+        self.settings = settings = settings or ModelSettings()
+        cores = np.asarray(levels_mhz, dtype=np.float64)
+        two = mem_levels_mhz is not None
+        mems = (np.asarray(mem_levels_mhz, dtype=np.float64) if two
+                else np.ones_like(cores))
+        _check_levels(cores, mems, two)
+        self.nb = 3 if two else 2
+        self.nx = len(settings.counters)
+        self.m = self.nb * (1 + self.nx)
+        n = cores.size
+        self.off = s.layout(self.m, self.nb, self.nx, n, settings.work_slots)
+        self.state = np.zeros(int(self.off[s.N_SECTIONS]))
+        self._views()
+        self.lv[s.CORE] = cores
+        self.lv[s.MEM] = mems
+        self.lv[s.G] = _g(cores, settings)
+        self.lv[s.GM] = mems / mems.max()
+        self.levels_mhz = cores.copy()
+        self.mem_levels_mhz = mems.copy() if two else None
+        u_max = max(math.log(cores[-1] / cores[0]), 1e-3)
+        for k in range(n):
+            s.basis_at.py_func(cores[k], mems[k], self.lv, u_max, self.nb, self.basis[k])
+        share_m = MEMORY_SHARE if two else 0.0
+        self.lrho0[:] = np.log(STATIC_SHARE + (1.0 - STATIC_SHARE - share_m) * self.lv[s.G]
+                               + share_m * self.lv[s.GM])
+        self._shape_prior = _smooth_prior(self.lv, two, SHAPE_VAR0)
+        self._configure(idle_power_w, u_max)
+        self.reset()
+        self.time_ms: FloatArray = self.out[s.OUT_T]
+        """Predicted frame time at each level for the next tick (view). Units: ms."""
+        self.power_w: FloatArray = self.out[s.OUT_P]
+        """Predicted power while busy at each level (view). Units: W."""
+        self.energy_mj: FloatArray = self.out[s.OUT_E]
+        """Predicted energy per unit at each level under the deadline (view). Units: mJ."""
+        self.time_sd_now: FloatArray = self.out[s.OUT_SD_NOW]
+        """Standard deviation of log(t(level) / t(running level)) as predicted (view)."""
+        self.time_sd_top: FloatArray = self.out[s.OUT_SD_TOP]
+        """Standard deviation of log(t(level) / t(fastest level)) as predicted (view)."""
+        for view in (self.time_ms, self.power_w, self.energy_mj, self.time_sd_now,
+                     self.time_sd_top):
+            view.flags.writeable = False
+
+    def _views(self) -> None:
+        st, off = self.state, self.off
+
+        def sec(i: int) -> FloatArray:
+            return st[off[i]:off[i + 1]]
+
+        def mat(i: int, cols: int) -> FloatArray:
+            return sec(i).reshape(-1, cols)
+
+        n = int(off[s.HDR_L])
+        self.beta, self.beta0 = sec(s.BETA), sec(s.BETA0)
+        self.P = mat(s.PCOV, self.m)
+        self.xscale, self.lv, self.basis = sec(s.XSCALE), mat(s.LV, n), mat(s.BASIS, self.nb)
+        self.lrho0, self.delta, self.shape_cov = sec(s.LRHO0), sec(s.DELTA), mat(s.SCOV, n)
+        self.lreff = sec(s.LREFF)
+        self.pc, self.pc0, self.pP = sec(s.PC), sec(s.PC0), mat(s.PP, 2)
+        self.out, self.sc, self.cf = mat(s.OUT, n), sec(s.SC), sec(s.CF)
+
+    def _configure(self, idle_power_w: float, u_max: float) -> None:
+        st = self.settings
+        p0 = (st.prior_sd / st.noise_prior) ** 2
+        cf = self.cf
+        cf[s.LAM] = st.forgetting
+        cf[s.P0] = p0
+        cf[s.MAX_TRACE] = st.max_trace_factor * self.m * p0
+        cf[s.SIGMA0] = st.noise_prior
+        cf[s.GATE] = st.gate
+        cf[s.SAME_WORK] = st.same_work
+        cf[s.PLAM] = st.power_forgetting
+        cf[s.PP0] = st.power_p0
+        cf[s.SHAPE_VAR0] = SHAPE_VAR0
+        cf[s.SHAPE_Q] = SHAPE_Q
+        cf[s.SHAPE_NOISE] = SHAPE_NOISE
+        cf[s.IDLE_W] = idle_power_w
+        cf[s.WARMUP] = max(st.warmup, 0)
+        cf[s.U_MAX] = u_max
+        cf[s.N_SLOTS] = st.work_slots
+        cf[s.SLOT_P0] = (st.work_sd / st.noise_prior) ** 2
+        cf[s.SLOT_TOL] = SLOT_TOLERANCE
+        cf[s.ALGO] = s.ALGO_RLS if st.algorithm == "rls" else s.ALGO_DCD
+        cf[s.DCD_H], cf[s.DCD_MB], cf[s.DCD_NU] = st.dcd_h, st.dcd_mb, st.dcd_nu
+        nz = 1 + self.nx
+        self.beta0[:] = 0.0
+        self.beta0[0] = st.prior_share          # c0: the scalable share, in log form
+        if self.nb > 2:
+            self.beta0[2 * nz] = st.prior_share  # c_m: the memory clock's share
+        self.xscale[:] = st.counter_scales if st.counter_scales else 1.0
+        self.pc0[:] = (0.0, 1.0)
+
+    def reset(self) -> None:
+        """Forget everything learned: coefficients, covariance, power shape, history."""
+        self.beta[:] = self.beta0
+        # RLS keeps the covariance (P0 = p0·I), DCD-RLS the information matrix (R0 = I/p0)
+        rls = self.settings.algorithm == "rls"
+        self.P[:] = np.eye(self.m) * (self.cf[s.P0] if rls else 1.0 / self.cf[s.P0])
+        self.state[self.off[s.RES]:self.off[s.RES + 1]] = 0.0
+        self.delta[:] = 0.0
+        self.shape_cov[:] = self._shape_prior
+        self.lreff[:] = self.lrho0
+        self.pc[:] = self.pc0
+        self.pP[:] = np.eye(2) * self.settings.power_p0
+        self.sc[:] = 0.0
+        self.sc[s.LVL_PREV] = -1.0
+        self.sc[s.LVL_NOW] = -1.0
+        self.sc[s.PB_PREV] = -1.0
+        self.sc[s.SHAPE_DIRTY] = 1.0
+        self.sc[s.CUR_SLOT] = -1.0
+        self.state[self.off[s.SLOT_SIG]:self.off[s.SLOT_META + 1]] = 0.0
+        self.out[:] = math.nan
+        self._scaled = bool(self.settings.counter_scales) or self.nx == 0
+
+    def update(
+        self,
+        frame_time_ms: float,
+        freq_mhz: float,
+        counters: FloatArray = _NO_COUNTERS,
+        power_w: float = math.nan,
+        busy: float = math.nan,
+        mem_activity: float = math.nan,
+        deadline_ms: float = math.nan,
+        mem_freq_mhz: float = math.nan,
+    ) -> int:
+        """Learn from one tick and predict for the next; returns flags (`govd.model.scaling`).
+
+        As `OnlineModel.update`; ``mem_freq_mhz``: the memory clock that ran (two clock
+        domains; ignored with one). ``mem_activity`` is not used: the counters carry it."""
+        if not self._scaled:
+            self._scale_from(counters)
+        flags: int = s.scaling_tick(self.state, self.off, counters, frame_time_ms, freq_mhz,
+                                    mem_freq_mhz, power_w, busy, deadline_ms)
+        return flags
+
+    def _scale_from(self, counters: FloatArray) -> None:
+        """Without configured scales, the first finite sample of each counter sets its scale
+        to the power of two nearest its magnitude, so that raw counters of any unit (bytes,
+        transactions, fractions) enter the regression at order 1."""
+        x = np.asarray(counters, dtype=np.float64)
+        if x.shape != (self.nx,) or not np.all(np.isfinite(x)):
+            return
+        mag = np.abs(x)
+        self.xscale[:] = np.where(mag > 0, 2.0 ** np.round(np.log2(np.where(mag > 0, mag, 1))),
+                                  1.0)
+        self._scaled = True
+
+    def seed(self, a_ms: FloatArray, cov_block: FloatArray) -> None:
+        """Priors (`govd.model.prior`) hold eq. 10 coefficients: not for this form."""
+        raise ValueError("a prior seeds the seed form (model.form: seed) only")
+
+    @property
+    def counter_scales(self) -> FloatArray:
+        """Copy of the divisor applied to each counter."""
+        return np.array(self.xscale)
+
+    @property
+    def sensitivity_ms_per_mhz(self) -> float:
+        """dt/df at the running core clock. Units: ms/MHz."""
+        return float(self.sc[s.SENS])
+
+    @property
+    def ready(self) -> bool:
+        """True once a valid sample was seen (the prior makes every prediction meaningful)."""
+        return bool(self.sc[s.READY] == 1.0)
+
+    @property
+    def idle_power_w(self) -> float:
+        """Idle power used in the energy predictions. Units: W."""
+        return float(self.sc[s.P_IDLE])
+
+    @property
+    def fitted_time_ms(self) -> float:
+        """The model's a-priori estimate of the last tick's frame time from the tick before
+        (its time times the predicted ratio between the two clocks). Units: ms."""
+        return float(self.sc[s.T_FIT])
+
+    @property
+    def ratio_error(self) -> float:
+        """Measured RMS error of predicted log time ratios between levels, blended with the
+        prior noise level until ~20 pairs were learned from."""
+        n = min(float(self.sc[s.N_ERR]), 1.0 / s.ERR_WEIGHT)
+        var = ((n * self.sc[s.ERR2] + s.ERR_PRIOR_PAIRS * self.settings.noise_prior ** 2)
+               / (n + s.ERR_PRIOR_PAIRS))
+        return math.sqrt(float(var))
+
+    @property
+    def coefficients(self) -> FloatArray:
+        """Copy of the coefficients w (c_b = w_b · [1, x...], b over [u, u², u_m])."""
+        return np.array(self.beta)
+
+    @property
+    def power_coefficients(self) -> FloatArray:
+        """Copy of [idle power, busy power at the top level] in W."""
+        return np.array(self.pc)
+
+    @property
+    def power_shape(self) -> FloatArray:
+        """Busy power of each level relative to the highest, as learned now."""
+        return np.exp(self.lreff - self.lreff.max())
+
+    def stats_dict(self) -> dict[str, int]:
+        """Counters: ticks, updates, skipped samples, resets, pairs gated as work changes,
+        power updates/skips, power-shape updates."""
+        sc = self.sc
+        return {"ticks": int(sc[s.TICKS]), "updates": int(sc[s.UPDATES]),
+                "skipped": int(sc[s.SKIPPED]), "resets": int(sc[s.RESETS]),
+                "gated": int(sc[s.GATED_N]), "power_updates": int(sc[s.P_UPDATES]),
+                "power_skipped": int(sc[s.P_SKIPPED]),
+                "shape_updates": int(sc[s.SHAPE_UPDATES]), "work_slots_made": int(sc[s.SLOTS_MADE])}
+
+
+def _check_levels(cores: FloatArray, mems: FloatArray, two: bool) -> None:
+    if cores.ndim != 1 or mems.shape != cores.shape:
+        raise ValueError("need one memory clock per core clock")
+    if not 2 <= cores.size <= MAX_LEVELS:
+        raise ValueError(f"need 2..{MAX_LEVELS} levels, got {cores.size}")
+    if not (np.all(np.isfinite(cores)) and np.all(np.isfinite(mems)) and cores.min() > 0
+            and mems.min() > 0):
+        raise ValueError("levels must be positive and finite")
+    if two:
+        order = np.lexsort((mems, cores))
+        same = (np.diff(cores) == 0) & (np.diff(mems) == 0)
+        if not np.array_equal(order, np.arange(cores.size)) or same.any():
+            raise ValueError("pairs must be sorted by core then memory clock, none twice")
+    elif not np.all(np.diff(cores) > 0):
+        raise ValueError("levels must be strictly ascending")
+
+
+def _g(cores: FloatArray, settings: ModelSettings) -> FloatArray:
+    """g(f) = (f/f_max)(V/V_max)² per level, V from the settings' table (one per distinct core
+    clock) or affine in f."""
+    distinct = np.unique(cores)
+    volts = np.asarray(settings.volts, dtype=np.float64) if settings.volts else None
+    if volts is None:
+        volts = default_volts(distinct)
+    elif volts.shape != distinct.shape or not np.all(volts > 0):
+        raise ValueError("volts needs one positive voltage per distinct core clock")
+    g = (distinct / distinct[-1]) * (volts / volts.max()) ** 2
+    out: FloatArray = g[np.searchsorted(distinct, cores)]
+    return out
+
+
+def _smooth_prior(lv: FloatArray, two: bool, var0: float) -> FloatArray:
+    """Prior covariance of the per-level log power offsets: variance ``var0``, correlation
+    exp(−d²/2ℓ²) with d the distance in log clock (both clocks with two domains) and ℓ a third
+    of the table's log range, so that what one pair of levels teaches carries to their
+    neighbours and fades with distance."""
+    logs = [np.log(lv[s.CORE])] + ([np.log(lv[s.MEM])] if two else [])
+    d2 = np.zeros((lv.shape[1], lv.shape[1]))
+    for x in logs:
+        ell = max(float(np.ptp(x)) / 3.0, 0.05)
+        d2 += ((x[:, None] - x[None, :]) / ell) ** 2
+    prior: FloatArray = var0 * np.exp(-0.5 * d2)
+    return prior

@@ -1,0 +1,289 @@
+"""One MangoHud CSV log, followed from its own byte offset: parse what was appended, once.
+
+What MangoHud writes (src/logging.cpp, read at every tag; real logs in ``../shared/data/mangohud``):
+
+- with ``log_versioning``: ``v1``, the version (``v0.6.8``), a ``---SYSTEM INFO---`` separator;
+- ``os,cpu,gpu,ram,kernel,driver[,cpuscheduler]`` and its values (system information);
+- with ``log_versioning``: a ``---FRAME METRICS---`` separator;
+- the header, e.g. ``fps,frametime,cpu_load,...,gpu_core_clock,...,gpu_power,...,elapsed``
+  (columns vary by version; 0.4 wrote no header at all);
+- rows. ``frametime`` is the interval between two presents (not GPU time): ms from 0.6.9, µs up
+  to 0.6.8. ``elapsed`` is ns since logging began. With ``log_interval=0`` (the default from 0.6.9)
+  every present is a row; with ``log_interval=N`` a row is the latest frame sampled at most every
+  N ms, so one row stands for all the frames presented since the previous row.
+
+How rows become frames:
+
+- Units: the header does not say, so the unit is decided once per log from its first usable row:
+  with an ``fps`` column, ``frametime · fps`` is about 1000 for ms and about 10⁶ for µs (threshold:
+  their geometric mean); without one, a value of 500 or more is µs (500 ms frames are not a game).
+  A header without ``frametime`` but with ``fps`` uses ``1000 / fps`` ms.
+- Per-frame or sampled, from ``elapsed``: in a per-frame log the time between two rows *is* the
+  frame time (measured ratio 0.95–1.05 on the real logs); in a sampled one it is the log interval,
+  many frame times (ratio ≈ 24 at 240 FPS and 100 ms). A row whose ``Δelapsed / frametime`` is
+  below `SAMPLED_RATIO` is one frame; above it the row stands for the frames presented in
+  ``Δelapsed`` (``Δelapsed · fps``, or ``Δelapsed / frametime`` without an ``fps`` column), so a
+  sampled log never counts its samples as frames.
+
+Robustness: a partial last line waits for its newline; a row with the wrong number of fields or an
+unusable frame time is skipped and counted; a log replaced (new inode) or truncated is read again
+from its start; the file is closed while it does not grow and reopened at the same offset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import stat
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from govd.sources.base import Frame
+
+MAX_FRAME_MS = 10_000.0
+"""Longest frame time accepted. Units: ms."""
+MAX_LINE_BYTES = 65536
+"""A line longer than this without a newline is garbage and is dropped."""
+SAMPLED_RATIO = 1.5
+"""``Δelapsed / frametime`` above which a row is a sample standing for several frames."""
+FIRST_STREAMING = (0, 6, 9)
+"""The first MangoHud version that writes rows while logging (≤ 0.6.8 writes the file at stop)."""
+_MS_US_THRESHOLD = math.sqrt(1e3 * 1e6)  # frametime·fps: ~1e3 when in ms, ~1e6 when in µs
+_FILE_NAME = re.compile(r"(?P<app>.+)_\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}\.csv")
+_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
+
+
+def app_of_log(path: Path) -> str:
+    """The program name in a MangoHud log's file name (the whole stem when it does not match)."""
+    match = _FILE_NAME.fullmatch(path.name)
+    return match["app"] if match else path.stem
+
+
+class MangoHudLog:
+    """One log file: `read` returns the frames of the rows appended since the previous call.
+
+    ``skip_to`` is a byte offset: rows ending before it were written before govd looked and are
+    not delivered; ``inode`` is the file's when govd looked (another one there later is a
+    replacement, read from its start). ``report`` receives one-line problems (the caller
+    de-duplicates them).
+    """
+
+    def __init__(self, path: Path, skip_to: int, report: Callable[[str], None],
+                 inode: int | None = None) -> None:
+        self.path = path
+        self.app = app_of_log(path)
+        self._report = report
+        self.counts: Counter[str] = Counter()
+        self.version: tuple[int, int, int] | None = None
+        """The MangoHud version from the log-versioning line, when the log has one."""
+        self.sampled = False
+        """Whether a row stood for several frames (``log_interval`` ≠ 0)."""
+        self.first_elapsed_ns: float | None = None
+        self.last_elapsed_ns: float | None = None
+        self._file: BinaryIO | None = None
+        self._inode = inode
+        self._restart(skip_to)
+
+    # -- the file --------------------------------------------------------------------------------
+    def _restart(self, skip_to: int = 0) -> None:
+        """Parse the file again from its first byte (rows before ``skip_to`` not delivered)."""
+        self._offset = 0
+        self._skip_to = skip_to
+        self._partial = b""
+        self._columns: list[str] | None = None
+        self._usable = True
+        self._after_os_line = False
+        self._scale_to_ms: float | None = None
+        self._prev_elapsed_ns: float | None = None
+        if self._file is not None:
+            self._file.seek(0)
+
+    @property
+    def offset(self) -> int:
+        """Bytes consumed so far (complete lines and the partial one). Units: bytes."""
+        return self._offset + len(self._partial)
+
+    def skip_to(self, offset: int) -> None:
+        """Deliver no row ending at or before byte ``offset`` (rows govd must not count)."""
+        self._skip_to = max(self._skip_to, offset)
+
+    def close(self) -> None:
+        """Close the file; the next `read` reopens it at the same offset."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _opened(self) -> BinaryIO | None:
+        """The open file, reopened (or read again from the start when replaced or truncated)."""
+        try:
+            on_disk = os.stat(self.path)
+        except OSError:
+            return self._file  # removed: read what is left in the open file
+        if self._inode is not None and on_disk.st_ino != self._inode:
+            self.close()
+            self.counts["reopened"] += 1
+            self._restart()
+        elif on_disk.st_size < self.offset:
+            self.counts["truncated"] += 1
+            self._restart()
+        if self._file is None:
+            try:
+                self._file = _open_regular(self.path)
+            except OSError as exc:
+                self._report(f"{self.path}: cannot open: {exc.strerror or exc}")
+                return None
+            self._inode = os.fstat(self._file.fileno()).st_ino
+            self._file.seek(self._offset)
+            self._partial = b""
+        return self._file
+
+    # -- rows ------------------------------------------------------------------------------------
+    def read(self, max_bytes: int) -> list[Frame]:
+        """Frames of the complete rows appended since the last call (at most ``max_bytes`` read)."""
+        file = self._opened()
+        if file is None:
+            return []
+        try:
+            chunk = file.read(max_bytes)
+        except OSError as exc:
+            self._report(f"{self.path}: read failed: {exc.strerror}")
+            return []
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()  # incomplete until its newline arrives
+        if len(self._partial) > MAX_LINE_BYTES:
+            self.counts["bad_rows"] += 1
+            self._offset += len(self._partial)
+            self._partial = b""
+        frames: list[Frame] = []
+        for raw in lines:
+            self._offset += len(raw) + 1
+            if self._columns is not None and self._offset <= self._skip_to:
+                self.counts["skipped_rows"] += 1  # written before govd could use it
+                continue
+            frame = self._line(raw.rstrip(b"\r").decode("utf-8", "replace").strip())
+            if frame is not None:
+                frames.append(frame)
+        return frames
+
+    def _line(self, text: str) -> Frame | None:
+        if not text:
+            return None
+        if self._columns is None:
+            self._preamble_or_header(text)
+            return None
+        if not self._usable:
+            return None
+        self.counts["rows"] += 1
+        frame = self._frame(text.split(","))
+        if frame is None:
+            self.counts["bad_rows"] += 1
+        return frame
+
+    def _preamble_or_header(self, text: str) -> None:
+        if self._after_os_line:  # the system-information values under "os,cpu,..."
+            self._after_os_line = False
+            return
+        if "," not in text:  # log-versioning lines and separators
+            if self.version is None and (match := _VERSION.fullmatch(text)):
+                self.version = (int(match[1]), int(match[2]), int(match[3]))
+            return
+        if text.startswith("-"):
+            return
+        if text.startswith("os,"):
+            self._after_os_line = True
+            return
+        columns = [c.strip() for c in text.split(",")]
+        self._columns = columns
+        if all(_number(c) is not None for c in columns):
+            self._usable = False
+            self.counts["bad_header"] += 1
+            self._report(f"{self.path}: no column header (MangoHud older than 0.5); "
+                         "install MangoHud 0.6.9 or newer")
+        elif "frametime" not in columns and "fps" not in columns:
+            self._usable = False
+            self.counts["bad_header"] += 1
+            self._report(f"{self.path}: header has neither a frametime nor an fps column: {text}")
+        elif "frametime" not in columns:
+            self._report(f"{self.path}: no frametime column; using 1000/fps as the frame time")
+
+    def _frame(self, fields: list[str]) -> Frame | None:
+        assert self._columns is not None
+        if len(fields) != len(self._columns):
+            return None
+        values = dict(zip(self._columns, fields, strict=True))
+        fps = _number(values.get("fps"))
+        frametime = _number(values.get("frametime"))
+        if frametime is None:
+            if "frametime" in values or fps is None or fps <= 0:
+                return None
+            frame_ms = 1000.0 / fps
+        else:
+            if frametime <= 0:
+                return None
+            if self._scale_to_ms is None:
+                self._scale_to_ms = _scale_to_ms(frametime, fps)
+            frame_ms = frametime * self._scale_to_ms
+        if not (0 < frame_ms <= MAX_FRAME_MS):
+            return None
+        return Frame(gpu_time_ms=frame_ms, app=self.app,
+                     count=self._frames_in_row(_number(values.get("elapsed")), frame_ms, fps))
+
+    def _frames_in_row(self, elapsed_ns: float | None, frame_ms: float, fps: float | None) -> float:
+        """How many frames one row stands for (1 in a per-frame log; see the module docstring)."""
+        if elapsed_ns is None:
+            return 1.0
+        previous, self._prev_elapsed_ns = self._prev_elapsed_ns, elapsed_ns
+        if self.first_elapsed_ns is None:
+            self.first_elapsed_ns = elapsed_ns
+        self.last_elapsed_ns = elapsed_ns
+        if previous is None or elapsed_ns <= previous:
+            return 1.0
+        gap_ms = (elapsed_ns - previous) / 1e6
+        if gap_ms / frame_ms < SAMPLED_RATIO:
+            return 1.0
+        self.sampled = True
+        return gap_ms * fps / 1000.0 if fps is not None and fps > 0 else gap_ms / frame_ms
+
+    @property
+    def writes_at_stop(self) -> bool:
+        """Whether the log comes from a MangoHud that writes its log only when it stops: its
+        version line says so, or its frame times are in µs (0.6.9 changed both)."""
+        if self.version is not None:
+            return self.version < FIRST_STREAMING
+        return self._scale_to_ms == 1e-3
+
+
+def _open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading; OSError unless it is a regular file. Opened non-blocking and
+    checked after opening: a FIFO put in the log's place would otherwise block `read` until
+    someone writes to it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    with contextlib.suppress(ValueError):
+        value = float(text)
+        if math.isfinite(value):
+            return value
+    return None
+
+
+def _scale_to_ms(frametime: float, fps: float | None) -> float:
+    """1.0 when ``frametime`` is in ms, 1e-3 when it is in µs (see the module docstring)."""
+    if fps is not None and fps > 0:
+        return 1e-3 if frametime * fps > _MS_US_THRESHOLD else 1.0
+    return 1e-3 if frametime >= 500.0 else 1.0

@@ -1,0 +1,67 @@
+"""The evaluator's references beside the oracle (`govd.eval.reference`) and the counter
+selection of the scaling form (`govd.model.scaling_selection`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from govd.eval.reference import mean_curve_levels, phase_starts, safe_reference_levels
+from govd.eval.score import violations
+from govd.formats.sweep import SweepTable
+from govd.model.scaling_selection import scaling_counters
+from govd.policy.oracle import oracle_levels
+from govd.target import Target
+
+LEVELS = np.array([500.0, 700.0, 900.0, 1100.0])
+
+
+def two_phase_table(noise: float, units: int = 400, seed: int = 0) -> SweepTable:
+    """A memory-bound phase (time flat in f) then a compute-bound one (time ∝ 1/f)."""
+    rng = np.random.default_rng(seed)
+    share = np.where(np.arange(units) < units // 2, 0.05, 0.95)[:, None]
+    time_ms = (1 - share + share * LEVELS[-1] / LEVELS) * rng.lognormal(0, noise, (units, 4))
+    power_w = (30 + 70 * (LEVELS / LEVELS[-1]) ** 2) * rng.lognormal(0, noise, (units, 4))
+    return SweepTable(LEVELS, time_ms, power_w)
+
+
+def test_phases_are_cut_where_the_scaling_changes_even_at_equal_top_times() -> None:
+    table = two_phase_table(noise=0.001)
+    assert list(phase_starts(table)) == [0, 200]
+
+
+def test_mean_curve_reference_is_the_oracle_without_noise_and_causal_one_unit_late() -> None:
+    table = two_phase_table(noise=0.0)
+    target = Target(max_slowdown=0.1)
+    oracle = oracle_levels(table, target, 0.0)
+    np.testing.assert_array_equal(mean_curve_levels(table, target, 0.0), oracle)
+    lagged = mean_curve_levels(table, target, 0.0, lag=1)
+    assert lagged[0] == len(LEVELS) - 1
+    np.testing.assert_array_equal(lagged[1:], oracle[:-1])
+
+
+def test_safe_reference_keeps_its_violations_inside_the_budget() -> None:
+    table = two_phase_table(noise=0.02)
+    target = Target(max_slowdown=0.1)
+    plain = mean_curve_levels(table, target, 0.0)
+    safe, margin = safe_reference_levels(table, target, 0.0, excess=0.01)
+    units = np.arange(table.units)
+    missed = violations(table, target)
+    allowed = missed[units, oracle_levels(table, target, 0.0)].mean() + 0.01
+    assert missed[units, safe].mean() <= allowed
+    assert margin >= 0.0
+    assert (safe >= plain).all(), "a margin only ever raises the level"
+
+
+def test_selection_keeps_the_counter_that_tells_how_work_scales() -> None:
+    """DRAM activity tells memory-bound from compute-bound work; a counter that follows the
+    clock within each unit (clock ticks) or says nothing about scaling (noise) is left out."""
+    rng = np.random.default_rng(1)
+    units = 300
+    share = rng.uniform(0.0, 1.0, (units, 1))
+    time_ms = (1 - share + share * LEVELS[-1] / LEVELS) * rng.lognormal(0, 0.01, (units, 4))
+    dram = np.broadcast_to(1.0 - share, time_ms.shape) * rng.lognormal(0, 0.02, time_ms.shape)
+    clock = np.broadcast_to(LEVELS, time_ms.shape) * rng.lognormal(0, 0.01, time_ms.shape)
+    noise = np.broadcast_to(rng.uniform(0, 1, (units, 1)), time_ms.shape).copy()
+    chosen = scaling_counters(time_ms, LEVELS, {"noise": noise, "clock_ticks": clock,
+                                                "dram": dram})
+    assert chosen == ["dram"]

@@ -1,0 +1,192 @@
+"""The scaling form (`govd.model.scaling`): the kernel against its NumPy reference, and the
+behaviours issue #11 asks for."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from govd.governor import Governor, Sample
+from govd.model import scaling as s
+from govd.model.scaling_model import ScalingModel
+from govd.model.settings import ModelSettings
+from govd.policy.energy import EnergyPolicy
+from govd.target import Target
+
+LEVELS = [400.0, 600.0, 800.0, 900.0, 1000.0]
+
+
+def _stream(n: int, seed: int, nx: int, two: bool):
+    rng = np.random.default_rng(seed)
+    for k in range(n):
+        lvl = int(rng.integers(0, len(LEVELS)))
+        share = 0.3 if (k // 7) % 2 else 0.9
+        fc = LEVELS[lvl]
+        fm = float(rng.choice([800.0, 1200.0])) if two else math.nan
+        t = 10.0 * (1 - share + share * 1000.0 / fc) * rng.lognormal(0, 0.01)
+        x = np.array([share + 0.01 * rng.standard_normal() for _ in range(nx)])
+        if k % 13 == 5:
+            t = math.nan  # a tick without frames
+        power = 20 + 80 * (fc / 1000) ** 2 * rng.lognormal(0, 0.01)
+        yield t, fc, fm, x, power, float(rng.uniform(0.3, 1.0)), (16.7 if k % 2 else math.nan)
+
+
+@pytest.mark.parametrize("nx,two", [(0, False), (2, False), (1, True)])
+def test_kernel_matches_numpy_reference(nx: int, two: bool) -> None:
+    settings = ModelSettings(counters=tuple(f"c{i}" for i in range(nx)),
+                             counter_scales=(1.0,) * nx)
+    mems = [800.0 if i % 2 else 1200.0 for i in range(len(LEVELS))] if two else None
+    cores = LEVELS
+    if two:
+        cores = sorted(LEVELS * 2)
+        mems = [800.0, 1200.0] * len(LEVELS)
+    a = ScalingModel(cores, settings, mem_levels_mhz=mems)
+    b = ScalingModel(cores, settings, mem_levels_mhz=mems)
+    for t, fc, fm, x, p, busy, deadline in _stream(300, 1, nx, two):
+        fa = s.scaling_tick(a.state, a.off, x, t, fc, fm, p, busy, deadline)
+        fb = s.scaling_tick_ref(b.state, b.off, x, t, fc, fm, p, busy, deadline)
+        assert fa == fb
+        va, vb = s._views_ref(a.state, a.off), s._views_ref(b.state, b.off)
+        for name in ("beta", "P", "xprev", "bprev", "delta", "scov", "lreff", "pc", "pP",
+                     "out", "sc", "slot_sig", "slot_c", "slot_p", "slot_meta"):  # not scratch
+            np.testing.assert_allclose(va[name], vb[name], rtol=1e-9, atol=1e-12,
+                                       equal_nan=True, err_msg=name)
+
+
+def test_a_steady_frame_time_cannot_blow_up_the_coefficients() -> None:
+    """Issue #11 item 3: with frame time steady the old form's unexcited direction kept a
+    ~1e14 covariance; one noisy probe then sent a0 to −131. Here the prior bounds it."""
+    model = ScalingModel(LEVELS)
+    rng = np.random.default_rng(0)
+    for k in range(2000):
+        fc = LEVELS[-1] if k % 200 else LEVELS[-2]
+        model.update(10.0 * rng.lognormal(0, 0.02), fc, power_w=100.0, busy=1.0)
+    assert np.all(np.abs(model.coefficients) < 5.0)
+    assert np.all(np.isfinite(model.P)) and np.trace(model.P) <= model.cf[s.MAX_TRACE] * 1.0001
+    t = np.asarray(model.time_ms)
+    assert np.all(np.diff(t) <= 1e-9), "time never falls as the clock falls"
+
+
+def test_learns_each_works_own_scaling_from_its_counter() -> None:
+    """Memory-bound and compute-bound work, told apart by a counter, get their own curves."""
+    settings = ModelSettings(counters=("mem",), counter_scales=(1.0,))
+    model = ScalingModel(LEVELS, settings)
+    rng = np.random.default_rng(3)
+    for k in range(3000):
+        share = 0.05 if (k // 20) % 2 else 0.95
+        fc = LEVELS[int(rng.integers(0, len(LEVELS)))]
+        t = (1 - share + share * 1000.0 / fc) * rng.lognormal(0, 0.01)
+        model.update(t, fc, np.array([1.0 - share]), 100.0, 1.0)
+    for share in (0.05, 0.95):
+        model.update(1.0, 1000.0, np.array([1.0 - share]), 100.0, 1.0)
+        model.update(1.0, 1000.0, np.array([1.0 - share]), 100.0, 1.0)
+        truth = 1 - share + share * 1000.0 / np.array(LEVELS)
+        np.testing.assert_allclose(model.time_ms, truth, rtol=0.04)
+
+
+def test_a_kernel_switch_is_a_new_operating_point_not_a_lesson() -> None:
+    model = ScalingModel(LEVELS)
+    model.update(1.0, 1000.0, power_w=100.0, busy=1.0)
+    before = model.coefficients
+    flags = model.update(50.0, 900.0, power_w=100.0, busy=1.0)  # 50x: other work
+    assert flags & s.GATED and not flags & s.UPDATED
+    np.testing.assert_array_equal(model.coefficients, before)
+    assert model.stats_dict()["gated"] == 1
+
+
+def test_power_shape_learns_the_visited_levels_and_stays_monotone() -> None:
+    truth = np.array([60.0, 80.0, 120.0, 150.0, 200.0])
+    model = ScalingModel(LEVELS)
+    rng = np.random.default_rng(2)
+    for _ in range(400):
+        i = int(rng.integers(2, 5))
+        model.update(10.0, LEVELS[i], power_w=float(truth[i]) * rng.lognormal(0, 0.01),
+                     busy=1.0)
+    shape = model.power_shape
+    np.testing.assert_allclose(shape[2:], truth[2:] / truth[-1], rtol=0.03)
+    assert np.all(np.diff(shape) >= 0) and shape.min() > 0
+    assert model.idle_power_w >= 0.0
+
+
+def test_stress_grace_is_counted_in_ticks_not_in_the_works_time() -> None:
+    """Issue #11 item 4: a 1 s grace counted in 0.04 ms units lasted 25 000 units."""
+    gov = Governor(LEVELS, EnergyPolicy(), Target(max_slowdown=0.1), fallback_grace_s=1.0)
+    assert gov.grace_ticks == 20
+    gov._start_fallback("jump")
+    for _ in range(20):
+        gov.step(Sample(freq_mhz=1000.0, frame_time_ms=0.04, interval_s=4e-5, busy=1.0,
+                        power_w=100.0))
+    assert gov.fallback_reason is None
+
+
+def test_energy_policy_spends_the_budget_on_work_that_does_not_scale() -> None:
+    """Work whose time barely moves with the clock runs well below the top under a 10 %
+    slowdown limit, and compute-bound work stays at the top, without violations."""
+    for share, expect_low in ((0.02, True), (0.98, False)):
+        gov = Governor(LEVELS, EnergyPolicy(probe_ticks=5), Target(max_slowdown=0.1))
+        rng = np.random.default_rng(5)
+        level, chosen, slow = len(LEVELS) - 1, [], 0
+        for _ in range(600):
+            fc = LEVELS[level]
+            ratio = 1 - share + share * 1000.0 / fc
+            slow += ratio > 1.1
+            d = gov.step(Sample(freq_mhz=fc, frame_time_ms=10 * ratio * rng.lognormal(0, 0.01),
+                                busy=1.0, power_w=20 + 80 * (fc / 1000) ** 2, interval_s=0.05))
+            level = d.level
+            chosen.append(level)
+        low = np.mean(np.array(chosen[100:]) < len(LEVELS) - 1)
+        assert (low > 0.8) if expect_low else (low < 0.1)
+        assert slow <= 6
+
+
+def test_auto_form_is_scaling_under_a_slowdown_and_eq10_under_a_frame_rate() -> None:
+    from govd.model.online import OnlineModel
+
+    slow = Governor(LEVELS, EnergyPolicy(), Target(max_slowdown=0.1))
+    fps = Governor(LEVELS, EnergyPolicy(), Target(fps=60.0))
+    assert isinstance(slow.model, ScalingModel)
+    assert isinstance(fps.model, OnlineModel)
+    forced = Governor(LEVELS, EnergyPolicy(), Target(fps=60.0), ModelSettings(form="scaling"))
+    assert isinstance(forced.model, ScalingModel)
+
+
+def test_dcd_rls_learns_the_scaling_form_too() -> None:
+    model = ScalingModel(LEVELS, ModelSettings(algorithm="dcd"))
+    rng = np.random.default_rng(4)
+    for _ in range(600):
+        fc = LEVELS[int(rng.integers(0, len(LEVELS)))]
+        model.update((0.2 + 0.8 * 1000.0 / fc) * rng.lognormal(0, 0.01), fc, power_w=100.0,
+                     busy=1.0)
+    model.update(1.0, 1000.0, power_w=100.0, busy=1.0)
+    truth = 0.2 + 0.8 * 1000.0 / np.array(LEVELS)
+    np.testing.assert_allclose(model.time_ms, truth, rtol=0.05)
+    assert np.all(np.isfinite(model.time_sd_top))
+
+
+def test_a_knee_below_the_clocks_seen_is_not_predicted_with_confidence() -> None:
+    """Work flat down to 800 MHz: having seen only 900-1000 MHz, the model must not call
+    400 MHz safe (memory-bound V100 kernels jump by 20 % one level below where they are flat);
+    the spread grows with the distance below the lowest clock the work ran at."""
+    model = ScalingModel(LEVELS)
+    for k in range(60):
+        model.update(10.0, LEVELS[-1] if k % 2 else LEVELS[-2], power_w=100.0, busy=1.0)
+    sd = np.asarray(model.time_sd_top)
+    assert sd[0] > sd[2] > sd[3]
+    assert sd[0] > 0.2
+
+
+def test_a_repeated_surprise_is_learned_not_gated_forever() -> None:
+    """The innovation gate turns away a pair far off the prediction as other work, but not
+    three in a row: a confidently wrong model must be able to learn."""
+    model = ScalingModel(LEVELS)
+    for k in range(200):  # teach it: flat work
+        model.update(10.0, LEVELS[-1] if k % 2 else LEVELS[-2], power_w=100.0, busy=1.0)
+    learned_before = model.stats_dict()["updates"]
+    for k in range(200):  # the same clocks, now a 20 % step: a knee appeared
+        model.update(10.0 if k % 2 == 0 else 12.0, LEVELS[-1] if k % 2 == 0 else LEVELS[-2],
+                     power_w=100.0, busy=1.0)
+    assert model.stats_dict()["updates"] > learned_before
+    model.update(10.0, LEVELS[-1], power_w=100.0, busy=1.0)
+    assert model.time_ms[-2] > 10.5

@@ -368,13 +368,21 @@ def devfreq_soc(
     root: Path, name: str, driver: str, freqs_hz: list[int], governor: str = "simple_ondemand",
     governors: str = "userspace powersave performance simple_ondemand",
     busy_percent: int | None = None, energy_uj: int | None = None,
+    compatible: str | None = None,
 ) -> tuple[Path, KernelSysfs]:
-    """A platform GPU under devfreq; returns (devfreq dir, kernel). set_freq appears only
-    while the userspace governor runs, clamped to min/max and rounded up to an OPP."""
+    """A platform device under devfreq (a GPU unless told otherwise); returns (devfreq dir,
+    kernel). set_freq appears only while the userspace governor runs, clamped to min/max and
+    rounded up to an OPP. ``compatible``: the device tree's ``compatible`` strings, as the kernel
+    shows them (NUL-separated) in ``of_node/compatible``."""
     platform = root / "devices/platform" / name
     _put(root / "bus/platform/drivers" / driver / "bind", "")
     _link(platform / "driver", root / "bus/platform/drivers" / driver)
     _put(platform / "uevent", f"DRIVER={driver}")
+    if compatible is not None:
+        of_node = root / "firmware/devicetree/base" / name
+        of_node.mkdir(parents=True, exist_ok=True)
+        (of_node / "compatible").write_bytes(compatible.encode() + b"\0")
+        _link(platform / "of_node", of_node)
     path = platform / "devfreq" / name
     _link(path / "device", platform)
     _link(root / "class/devfreq" / name, path)
@@ -440,6 +448,7 @@ def devfreq_soc(
 def mali_panfrost(root: Path, **kwargs: object) -> tuple[Path, KernelSysfs]:
     """A Mali-G52 (RK3568) under panfrost: 200–800 MHz OPPs."""
     freqs = [200_000_000, 300_000_000, 400_000_000, 600_000_000, 700_000_000, 800_000_000]
+    kwargs.setdefault("compatible", "rockchip,rk3568-mali\0arm,mali-bifrost")
     return devfreq_soc(root, "fde60000.gpu", "panfrost", freqs, **kwargs)  # type: ignore[arg-type]
 
 
@@ -447,4 +456,24 @@ def adreno_msm(root: Path, **kwargs: object) -> tuple[Path, KernelSysfs]:
     """An Adreno 618 (SC7180) under msm: 180–800 MHz OPPs, busy reported by the driver."""
     freqs = [180_000_000, 267_000_000, 355_000_000, 430_000_000, 565_000_000, 650_000_000,
              800_000_000]
+    kwargs.setdefault("compatible", "qcom,adreno-618.0\0qcom,adreno")
     return devfreq_soc(root, "5000000.gpu", "msm", freqs, **kwargs)  # type: ignore[arg-type]
+
+
+# -- devfreq devices that are not GPUs: govd must leave them alone unless named -----------------
+
+def rockchip_dmc(root: Path, **kwargs: object) -> tuple[Path, KernelSysfs]:
+    """The RK3399's DDR memory controller (``dmc``): devfreq with userspace governor available,
+    driver rockchip-dmc, compatible ``rockchip,rk3399-dmc``; 200–856 MHz."""
+    freqs = [200_000_000, 400_000_000, 666_000_000, 856_000_000]
+    kwargs.setdefault("compatible", "rockchip,rk3399-dmc")
+    return devfreq_soc(root, "dmc", "rockchip-dmc", freqs, **kwargs)  # type: ignore[arg-type]
+
+
+def exynos_bus(root: Path, **kwargs: object) -> tuple[Path, KernelSysfs]:
+    """An Exynos5422 bus (``soc:bus-wcore``) scaled by devfreq: driver exynos-bus, compatible
+    ``samsung,exynos-bus``; 84–400 MHz."""
+    freqs = [84_000_000, 111_000_000, 222_000_000, 333_000_000, 400_000_000]
+    kwargs.setdefault("compatible", "samsung,exynos-bus")
+    return devfreq_soc(root, "soc:bus-wcore", "exynos-bus", freqs,  # type: ignore[arg-type]
+                       **kwargs)

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from govd.device.base import DeviceGone, WriteRefused
+from govd.device.base import DeviceError, DeviceGone, WriteRefused
 from govd.device.devfreq import DevfreqDevice
 from tests.sysfs_fixtures import adreno_msm, mali_panfrost
 
@@ -130,3 +130,46 @@ def test_removed_device_is_gone(tmp_path):
     kernel.inject[path / "governor"] = errno.ENODEV
     with pytest.raises(DeviceGone):
         device.set_level(400)
+
+
+def test_own_request_not_yet_applied_is_never_another_tools(tmp_path):
+    # The device applies set_freq later than govd writes it (the live simulator every 50 ms):
+    # govd asks 400, then 600 again while 600 still runs; when 400 lands late, set_freq must
+    # still read as govd's own request.
+    path, kernel = mali_panfrost(tmp_path)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    device.set_level(600)
+    device.set_level(400)
+    (path / "cur_freq").write_text("600000000\n")  # 400 not applied yet
+    device.set_level(600)
+    (path / "cur_freq").write_text("400000000\n")  # the older request lands now
+    assert device.override() is None
+    assert kernel.value(path / "userspace/set_freq") == "600000000"
+
+
+def test_own_request_clamped_by_a_thermal_limit_then_released_is_not_another_tools(tmp_path):
+    path, kernel = mali_panfrost(tmp_path)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    device.set_level(800)
+    kernel.write_text(path / "max_freq", "600000000")  # thermal cap: cur_freq falls to 600
+    device.set_level(600)
+    kernel.write_text(path / "max_freq", "800000000")  # released
+    (path / "cur_freq").write_text("800000000\n")  # the kernel re-runs the standing request
+    assert device.override() is None
+
+
+def test_another_tools_set_freq_is_seen_even_while_the_clock_matches(tmp_path):
+    path, kernel = mali_panfrost(tmp_path)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    device.set_level(600)
+    kernel.write_text(path / "userspace/set_freq", "550000000")  # rounds up to 600 too
+    assert device.override() == "userspace/set_freq is 550000000"
+
+
+def test_restore_that_does_not_hold_raises_naming_what_differs(tmp_path):
+    path, kernel = mali_panfrost(tmp_path)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    device.set_level(400)
+    kernel.rules[path / "governor"] = lambda k, p, value: "userspace"  # ignores the write
+    with pytest.raises(DeviceError, match="governor is 'userspace', not 'simple_ondemand'"):
+        device.restore()

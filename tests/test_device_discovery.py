@@ -13,10 +13,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from govd.conf.schema import Config
+from govd.daemon.governed import select
 from govd.device import discovery
 from govd.device.base import Controllability, Device, Reading
-from govd.device.discovery import discover, open_found, restore_saved, scan
-from tests.sysfs_fixtures import amdgpu_polaris, i915_gen9, mali_panfrost, pci_card
+from govd.device.discovery import discover, gpu_evidence, open_found, restore_saved, scan
+from tests.sysfs_fixtures import (
+    amdgpu_polaris,
+    devfreq_soc,
+    exynos_bus,
+    i915_gen9,
+    mali_panfrost,
+    pci_card,
+    rockchip_dmc,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 UMOCKDEV = REPO / "tests" / "umockdev"
@@ -133,7 +143,8 @@ def test_devices_command_json(tmp_path):
     rows = json.loads(result.stdout)
     card0 = next(r for r in rows if r["name"] == "card0")
     assert card0 == {"name": "card0", "backend": "i915", "levels": 52, "min_mhz": 300.0,
-                     "max_mhz": 1150.0, "current_mhz": 300.0, "controllable": True, "reason": ""}
+                     "max_mhz": 1150.0, "current_mhz": 300.0, "controllable": True, "reason": "",
+                     "gpu": True}
 
 
 def test_devices_command_refuses_a_missing_root(tmp_path):
@@ -170,3 +181,55 @@ def test_unplug_and_replug_seen_by_scan_and_monitor(umockdev_tmpdir):
     assert ["remove", "drm", "card0"] in seen["events"]
     assert seen["events"][-1] == ["add", "drm", "card0"]
     assert all(name not in ("renderD128", "card0-eDP-1") for _, _, name in seen["events"])
+
+
+def _soc_with_a_memory_controller_and_a_bus(root: Path) -> None:
+    mali_panfrost(root)
+    rockchip_dmc(root)
+    exynos_bus(root)
+
+
+def test_only_gpus_are_taken_by_default_and_the_others_say_why(tmp_path):
+    _soc_with_a_memory_controller_and_a_bus(tmp_path)
+    devices = discover(tmp_path)
+    assert [(d.name, d.not_gpu) for d in devices] == [
+        ("dmc", "not a GPU (driver rockchip-dmc, compatible rockchip,rk3399-dmc)"),
+        ("fde60000.gpu", None),
+        ("soc:bus-wcore", "not a GPU (driver exynos-bus, compatible samsung,exynos-bus)"),
+    ]
+    assert [d.name for d in select(Config(), devices)] == ["fde60000.gpu"]
+
+
+def test_a_non_gpu_devfreq_device_is_taken_only_when_an_entry_names_it(tmp_path):
+    _soc_with_a_memory_controller_and_a_bus(tmp_path)
+    by_backend = Config.model_validate({"devices": [{"backend": "devfreq"}]})
+    assert [d.name for d in select(by_backend, discover(tmp_path))] == ["fde60000.gpu"]
+    named = Config.model_validate({"devices": [{"name": "dmc"}]})
+    assert [d.name for d in select(named, discover(tmp_path))] == ["dmc", "fde60000.gpu"]
+
+
+@pytest.mark.parametrize(("what", "said"), [
+    ("drm", "DRM card0"), ("compatible", "compatible vendor,gpu-3d"),
+    ("pci", "PCI class 0x030000"), ("nothing", "not a GPU (driver acme-devfreq)"),
+])
+def test_gpu_evidence_is_what_the_kernel_says_about_the_parent(tmp_path, what, said):
+    path, _ = devfreq_soc(tmp_path, "acme0", "acme-devfreq", [100_000_000, 200_000_000],
+                          compatible="vendor,gpu-3d" if what == "compatible" else None)
+    parent = tmp_path / "devices/platform/acme0"
+    if what == "drm":
+        (parent / "drm/card0").mkdir(parents=True)
+    if what == "pci":
+        (parent / "class").write_text("0x030000\n")
+    assert gpu_evidence(path, "acme-devfreq") == (what != "nothing", said)
+
+
+def test_devices_command_says_why_a_memory_controller_is_skipped(tmp_path):
+    _soc_with_a_memory_controller_and_a_bus(tmp_path)
+    result = _govd("devices", "--json", "--sysfs-root", str(tmp_path))
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    assert rows["dmc"]["gpu"] is False and rows["dmc"]["skipped"] == (
+        "not a GPU (driver rockchip-dmc, compatible rockchip,rk3399-dmc): governed only when a "
+        "`devices:` entry names it")
+    assert rows["fde60000.gpu"]["gpu"] is True and "skipped" not in rows["fde60000.gpu"]
+    text = _govd("devices", "--sysfs-root", str(tmp_path)).stdout
+    assert "skipped: not a GPU (driver rockchip-dmc" in text

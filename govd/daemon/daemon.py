@@ -27,6 +27,7 @@ from govd.daemon.device_runner import DeviceRunner, RunnerSettings, close_device
 from govd.daemon.governed import SetupError, build_governor, find_devices, select
 from govd.daemon.hotplug import DeviceWatch
 from govd.daemon.idle import IdleSettings, IdleWatch, busiest
+from govd.daemon.lock import DeviceBusy, DeviceLocks
 from govd.daemon.loop import Clock, DeadlineScheduler, Tick, TickStats
 from govd.daemon.record import TraceRecorder, trace_path
 from govd.daemon.signals import SignalFlags
@@ -159,6 +160,7 @@ class Daemon:
         # room to spare (a rate that doubles still fits): the loop then sleeps to its deadline
         # instead of waking for each datagram.
         self._poll_from_frames = datagram_queue_len() // 2
+        self._locks = DeviceLocks(self._state_file.parent)
 
     # -- the whole run -------------------------------------------------------------------------
     def run(self) -> int:
@@ -179,13 +181,20 @@ class Daemon:
         return 0 if restored else 1
 
     def _start(self) -> None:
-        self._restore_stale()
         devices = select(self.config, find_devices(self.options.sysfs_root))
         if not devices:
             raise StartError(
                 f"no device to govern under {self.options.sysfs_root} "
                 "(see `govd devices` for what was found and why)"
             )
+        # One governor per device: every lock before anything is restored, saved or written,
+        # so a second daemon leaves the devices, and the first one's state file, untouched.
+        try:
+            for device in devices:
+                self._locks.take(device)
+        except DeviceBusy as exc:
+            raise StartError(str(exc)) from exc
+        self._restore_stale()
         built = [(device, *build_governor(self.config, device)) for device in devices]
         # Before the first write: the state found goes to disk, so a crash loses nothing.
         self._save_state(devices)
@@ -235,9 +244,10 @@ class Daemon:
         file (with every other's) before its runner may write to it."""
         for device in self._watch.new_devices(self.config, now_s):
             try:
+                self._locks.take(device)
                 governor, settings = build_governor(self.config, device)
                 self._save_state([r.device for r in self.runners] + [device])
-            except (SetupError, StateFileError, DeviceError, OSError) as exc:
+            except (DeviceBusy, SetupError, StateFileError, DeviceError, OSError) as exc:
                 log.error("%s: appeared but cannot be governed: %s", device.name, exc)
                 close_device(device)
                 continue
@@ -253,7 +263,7 @@ class Daemon:
             raise StartError(f"govd (pid {state.pid}) is already running: {self._state_file}")
         log.warning("%s: state left by a govd that did not stop cleanly (pid %d); restoring it",
                     self._state_file, state.pid)
-        failures = restore_all(state)
+        failures = restore_all(state, hold=self._locks.take)
         for line in failures:
             log.error("could not restore %s; kept in the state file", line)
         if not failures:
@@ -468,22 +478,28 @@ class Daemon:
         """Put every device back; returns True when all went back (state file removed)."""
         self.notifier.stopping("restoring the clocks govd found")
         if not self._wrote_state:
+            self._locks.release_all()
             return True  # never took a device; a state file there is not ours to touch
         failed: list[dict[str, Any]] = list(self._carried)
+        left: list[str] = []
+        restored: list[str] = []
         for runner in self.runners:
             if runner.paused == "contested":
                 # govd stepped back from a device another tool kept setting: restoring what
                 # govd found would undo that tool's choice.
                 log.info("%s: left as the tool that took it set it", runner.name)
-                runner.close()
+                left.append(runner.name)
+                _close(runner)
                 continue
             try:
-                runner.device.restore()
+                runner.device.restore()  # reads the state back: raises when it did not hold
             except (DeviceError, OSError) as exc:
                 log.error("%s: could not restore (%s); kept in %s for `govd restore`",
                           runner.name, exc, self._state_file)
                 failed.append(runner.device.save())
-            runner.close()
+            else:
+                restored.append(runner.name)
+            _close(runner)
         self._watch.close()
         for closing in (self.source, self._metrics_server):
             if closing is not None:
@@ -493,11 +509,24 @@ class Daemon:
                 save_state(self._state_file, SavedState(failed, str(self.options.sysfs_root)))
             except StateFileError as exc:
                 log.error("%s", exc)
+            self._locks.release_all()  # after the state file: `govd restore` waits for both
             return False
-        if self.runners:
+        if left:
+            log.info("restored %s; left to the tool that took it: %s",
+                     ", ".join(restored) or "none", ", ".join(left))
+        elif self.runners:
             log.info("every device restored")
         remove_state(self._state_file)
+        self._locks.release_all()
         if self.options.status_file is not None:
             self.options.status_file.unlink(missing_ok=True)
         return True
 
+
+def _close(runner: DeviceRunner) -> None:
+    """Close a runner at stop; a failure is logged, never allowed to skip the next device's
+    restore."""
+    try:
+        runner.close()
+    except (DeviceError, OSError) as exc:
+        log.error("%s: closing failed (%s)", runner.name, exc)

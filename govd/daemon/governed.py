@@ -54,6 +54,10 @@ def select(config: Config, devices: list[Device]) -> list[Device]:
         if entry is not None and not entry.enabled:
             log.info("%s: disabled in the configuration; left alone", device.name)
             continue
+        if device.not_gpu is not None and (entry is None or entry.name != device.name):
+            log.info("%s: %s; left alone (a `devices:` entry with its name takes it)",
+                     device.name, device.not_gpu)
+            continue
         verdict = device.controllable()
         if not verdict.ok:
             log.warning("%s: cannot be governed: %s", device.name, verdict.reason)

@@ -15,12 +15,14 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from govd.daemon.lock import DeviceBusy, DeviceLocks
 from govd.device.base import Device, DeviceError
-from govd.device.discovery import restore_saved
+from govd.device.discovery import check_saved, reopen
 
 log = logging.getLogger("govd.daemon.state")
 
@@ -98,15 +100,33 @@ def load_state(path: Path) -> SavedState | None:
     except OSError as exc:
         raise StateFileError(f"{path}: cannot read the state file: {exc.strerror}") from exc
     try:
-        data = json.loads(text)
-        if data.get("version") != VERSION:
-            raise ValueError(f"version {data.get('version')!r}, expected {VERSION}")
-        devices = data["devices"]
-        if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
-            raise ValueError("devices must be a list of objects")
-        return SavedState(devices, str(data.get("sysfs_root", "/sys")), int(data["pid"]))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise StateFileError(f"{path}: not a govd state file: {exc}") from exc
+        return _parse(json.loads(text))
+    except (ValueError, RecursionError) as exc:
+        raise StateFileError(f"{path}: not a govd state file: {exc}") from None
+
+
+def _parse(data: object) -> SavedState:
+    """The state file's JSON checked in full (ValueError, one line, on anything else): nothing
+    of a malformed file is written back."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    unknown = sorted(set(data) - {"version", "pid", "sysfs_root", "devices"})
+    if unknown:
+        raise ValueError(f"unknown keys {', '.join(unknown)}")
+    if data.get("version") != VERSION or isinstance(data.get("version"), bool):
+        raise ValueError(f"version {data.get('version')!r}, expected {VERSION}")
+    pid = data.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        raise ValueError(f"pid {pid!r} is not a process id")
+    sysfs_root = data.get("sysfs_root", "/sys")
+    if not isinstance(sysfs_root, str) or not Path(sysfs_root).is_absolute():
+        raise ValueError(f"sysfs_root {sysfs_root!r} is not an absolute path")
+    devices = data.get("devices")
+    if not isinstance(devices, list):
+        raise ValueError("devices must be a list")
+    for saved in devices:
+        check_saved(saved)
+    return SavedState(devices, sysfs_root, pid)
 
 
 def remove_state(path: Path) -> None:
@@ -137,15 +157,19 @@ def _is_govd(pid: int) -> bool:
     return b"govd" in cmdline
 
 
-def restore_all(state: SavedState) -> list[str]:
+def restore_all(state: SavedState, hold: Callable[[Device], None] | None = None) -> list[str]:
     """Put every device in ``state`` back; returns one line per device that could not be
-    (the others are done even when one fails)."""
+    (the others are done even when one fails). ``hold`` is called with each reopened device
+    before anything is written to it (the daemon takes its lock there; raising refuses it)."""
     failures = []
     for saved in state.devices:
         name = saved.get("name", "?")
         try:
-            restore_saved(saved, Path(state.sysfs_root))
-        except (DeviceError, KeyError, OSError, ValueError) as exc:
+            device = reopen(saved, Path(state.sysfs_root))
+            if hold is not None:
+                hold(device)
+            device.restore()
+        except (DeviceBusy, DeviceError, KeyError, OSError, ValueError) as exc:
             failures.append(f"{name}: {exc}")
         else:
             log.info("%s: restored the state govd found", name)
@@ -174,7 +198,12 @@ def restore_from_file(path: Path) -> tuple[int, list[str]]:
         raise StateFileError(
             f"{path}: govd (pid {state.pid}) is running and holds these devices; stop it instead"
         )
-    failures = restore_all(state)
+    # A device another govd governs now (with another state file) is not written under it.
+    locks = DeviceLocks(path.parent)
+    try:
+        failures = restore_all(state, hold=locks.take)
+    finally:
+        locks.release_all()
     if not failures:
         remove_state(path)
     return len(state.devices), failures

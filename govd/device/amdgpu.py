@@ -82,6 +82,9 @@ class AmdgpuDevice(SysfsDevice):
     """An amdgpu card (``cardN``); its files live in the PCI device directory ``cardN/device``."""
 
     backend: ClassVar[str] = "amdgpu"
+    STATE_FIELDS: ClassVar[dict[str, tuple[type, ...]]] = {
+        "performance_level": (str,), "sclk_index": (int,)}
+    OPTIONAL_STATE: ClassVar[frozenset[str]] = frozenset({"sclk_index"})
 
     def _table(self) -> tuple[list[float], int | None, float | None, bool]:
         text = self._read("device/pp_dpm_sclk")
@@ -162,10 +165,11 @@ class AmdgpuDevice(SysfsDevice):
         return np.asarray(volts_v, dtype=np.float64)
 
     def _capture_state(self) -> dict[str, Any]:
-        _, index, _, _ = self._table()
         state: dict[str, Any] = {"performance_level": self.performance_level()}
-        if state["performance_level"] == MANUAL and index is not None:
-            state["sclk_index"] = index
+        if state["performance_level"] == MANUAL:  # the table's index matters only in manual
+            index = self._table()[1]
+            if index is not None:
+                state["sclk_index"] = index
         return state
 
     def _restore_state(self, state: dict[str, Any]) -> None:

@@ -71,6 +71,10 @@ class Device(ABC):
     name: str
     """Stable, human-readable identity (sysfs device name, PCI address or NVML UUID)."""
 
+    not_gpu: str | None = None
+    """Why the kernel does not call this device a GPU (a memory controller's devfreq, a bus),
+    None for a GPU: such a device is governed only when a configuration entry names it."""
+
     @property
     @abstractmethod
     def levels_mhz(self) -> npt.NDArray[np.float64]:

@@ -1,5 +1,8 @@
 """`govd devices`: every GPU found, its levels, the level running, and whether govd may drive it.
 
+devfreq devices that the kernel does not call a GPU (a memory controller, a bus) are listed too,
+with ``"gpu": false`` and why they are skipped unless the configuration names them.
+
 A device with two clock domains (NVML, Ampere+) also shows its memory clocks and the one running;
 its levels are then (core, memory) pairs. Why a GPU's memory clock is not governed shows in the
 reason of a controllable device."""
@@ -40,6 +43,9 @@ def describe(device: Device) -> dict[str, Any]:
         row["controllable"], row["reason"] = verdict.ok, verdict.reason
     except DeviceError as exc:
         row.update(controllable=False, reason=str(exc))
+    row["gpu"] = device.not_gpu is None
+    if device.not_gpu is not None:
+        row["skipped"] = f"{device.not_gpu}: governed only when a `devices:` entry names it"
     return row
 
 
@@ -52,7 +58,7 @@ def list_devices(sysfs_root: Path) -> list[dict[str, Any]]:
             default = f"no govd backend for driver {found.driver}"
             reason = _NO_BACKEND.get(found.driver or "", default)
             rows.append({"name": found.name, "backend": None, "driver": found.driver,
-                         "controllable": False, "reason": reason})
+                         "controllable": False, "reason": reason, "gpu": found.gpu[0]})
         else:
             rows.append(describe(open_found(found, sysfs_root)))
     for discoverer in DISCOVERERS:
@@ -75,6 +81,8 @@ def _text(row: dict[str, Any]) -> str:
     verdict = "controllable" if row["controllable"] else "not controllable"
     if row["reason"]:
         verdict += f" ({row['reason']})"
+    if row.get("skipped"):
+        verdict = f"skipped: {row['skipped']}"
     return f"{row['name']:<14} {row['backend'] or '-':<8} {levels:<28} {running:<10} {verdict}"
 
 

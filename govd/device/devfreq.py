@@ -24,6 +24,11 @@ class DevfreqDevice(SysfsDevice):
     """One devfreq device, driven through the ``userspace`` governor."""
 
     backend: ClassVar[str] = "devfreq"
+    _rewrite = False
+    STATE_FIELDS: ClassVar[dict[str, tuple[type, ...]]] = {
+        "governor": (str,), "min_freq_hz": (int,), "max_freq_hz": (int,), "set_freq_hz": (int,)}
+    OPTIONAL_STATE: ClassVar[frozenset[str]] = frozenset({"set_freq_hz"})
+    """Write ``set_freq`` at the next `set_level` whatever it holds (`forget_applied`)."""
 
     @property
     def levels_mhz(self) -> npt.NDArray[np.float64]:
@@ -78,21 +83,36 @@ class DevfreqDevice(SysfsDevice):
         target_hz = round(nearest_level(levels, min(max(freq_mhz, low), high)) * _HZ_PER_MHZ)
         self._chosen = target_hz
         governor = self.governor()
-        if governor == USERSPACE and self._read_float("cur_freq") == target_hz:
+        # Skip only when govd's request already stands in set_freq. Comparing cur_freq instead
+        # left an older request of govd's in set_freq whenever the device had not applied it
+        # yet (or a thermal/QoS clamp held cur_freq): applied later, it read as another tool's.
+        if not self._rewrite and governor == USERSPACE and self._set_freq_text() == str(target_hz):
             return
+        self._rewrite = False
         self._ensure_saved()
         if governor != USERSPACE:
             self._write("governor", USERSPACE)
         self._write("userspace/set_freq", target_hz)
 
+    def forget_applied(self) -> None:
+        """The next `set_level` writes ``set_freq`` even if it holds the level: after a resume
+        the driver may run its own clock while the request still reads as govd's."""
+        self._rewrite = True
+
+    def _set_freq_text(self) -> str:
+        """The request standing in ``userspace/set_freq`` (Hz, or ``undefined``)."""
+        return self._read("userspace/set_freq")
+
     def _changed_setting(self, chosen_hz: int | float) -> str | None:
-        """Another governor selected, or another ``set_freq`` written and running."""
+        """Another governor selected, or another request written to ``set_freq``. The kernel
+        keeps the request as written, so govd's own stays there however long the device takes
+        to apply it, and whatever a thermal or QoS limit does to ``cur_freq`` meanwhile: only
+        ``set_freq`` itself tells another tool's hand."""
         governor = self.governor()
         if governor != USERSPACE:
             return f"governor is {governor}"
-        set_freq = self._read("userspace/set_freq")
-        # A clamp by min_freq/max_freq moves cur_freq alone: the kernel's limits, not a tool's.
-        if set_freq != str(int(chosen_hz)) and self._read_float("cur_freq") != chosen_hz:
+        set_freq = self._set_freq_text()
+        if set_freq != str(int(chosen_hz)):
             return f"userspace/set_freq is {set_freq}"
         return None
 
@@ -102,7 +122,9 @@ class DevfreqDevice(SysfsDevice):
             "min_freq_hz": int(self._read_float("min_freq")),
             "max_freq_hz": int(self._read_float("max_freq")),
         }
-        if self._has("userspace/set_freq"):
+        # The request matters only under userspace (the kernel shows the file only then; the
+        # simulator keeps it): a stale one would fail `restore`'s read-back for nothing.
+        if state["governor"] == USERSPACE and self._has("userspace/set_freq"):
             text = self._read("userspace/set_freq")
             # Until something is written the kernel prints "undefined" here.
             if text.isdigit():
@@ -119,9 +141,11 @@ class DevfreqDevice(SysfsDevice):
         if self.governor() != state["governor"]:
             self._write("governor", state["governor"])
         set_freq_hz = state.get("set_freq_hz")
+        # The request itself is put back, not just the clock: `restore` checks the saved state
+        # reads back, and a clock that matches by chance would leave govd's request standing.
         if (
             state["governor"] == USERSPACE
             and set_freq_hz is not None
-            and self._read_float("cur_freq") != set_freq_hz
+            and self._set_freq_text() != str(set_freq_hz)
         ):
             self._write("userspace/set_freq", set_freq_hz)

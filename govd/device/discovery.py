@@ -47,13 +47,84 @@ SYSFS_BACKENDS: dict[str, type[SysfsDevice]] = {
 
 def _reopener(cls: type[SysfsDevice]) -> Reopen:
     def reopen(saved: dict[str, Any], sysfs_root: Path) -> Device:
-        return cls.from_saved(saved, sysfs_root)
+        cls.check_state(saved.get("state"))
+        device = cls.from_saved(saved, sysfs_root)
+        device.path = found_dir(saved.get("path"), cls.backend, sysfs_root)
+        return device
 
     return reopen
 
 
+def found_dir(rel: object, backend: str, sysfs_root: Path) -> Path:
+    """The directory of the device a state file names by ``rel`` (relative to ``sysfs_root``),
+    resolved, once it is shown to be one that discovery finds there with that backend: a state
+    file naming an absolute path, ``..``, or a link leading out of the device directories is
+    refused (ValueError, one line), so a restore never writes anywhere else."""
+    if not isinstance(rel, str) or not rel:
+        raise ValueError("saved device has no path")
+    rel_path = Path(rel)
+    if rel_path.is_absolute() or ".." in rel_path.parts:
+        raise ValueError(f"path {rel!r} must be relative to the sysfs root, without '..'")
+    root = Path(sysfs_root).resolve()
+    real = (root / rel_path).resolve()
+    for found in scan(Path(sysfs_root)):
+        if found.backend == backend and found.sys_path.resolve() == real \
+                and real.is_relative_to(root):
+            return real
+    raise ValueError(f"path {rel!r} is not a {backend} device found under {sysfs_root}")
+
+
 BACKENDS: dict[str, Reopen] = {name: _reopener(cls) for name, cls in SYSFS_BACKENDS.items()}
 """Backend name → how to reopen its device from saved state (`govd restore` after a crash)."""
+
+
+GPU_DRIVERS = frozenset({
+    "panfrost", "panthor", "lima", "mali", "msm", "msm_gpu", "adreno", "kgsl-3d0", "etnaviv",
+    "v3d", "powervr", "pvrsrvkm", "gk20a", "nvgpu", "nouveau", "amdgpu", "radeon", "i915", "xe",
+})
+"""Drivers that drive GPUs: a devfreq device whose parent one of them binds is a GPU."""
+GPU_COMPATIBLE = ("mali", "adreno", "gpu", "vivante,gc", "powervr", "v3d", "img,")
+"""Parts of a device tree ``compatible`` string that name a GPU (``arm,mali-bifrost``,
+``qcom,adreno-618.0``, ``vivante,gc``, ``img,powervr-6xt``, ``brcm,2711-v3d``)."""
+PCI_DISPLAY_CLASS = 0x03
+"""The PCI base class of display controllers (VGA, 3D, other display: 0x03xxxx)."""
+
+
+def gpu_evidence(sys_path: Path, driver: str | None) -> tuple[bool, str]:
+    """Whether the kernel says the device at ``sys_path`` (a devfreq device or drm card) is a
+    GPU, and what says so (or what it is instead): its parent's driver, a DRM card under the
+    parent, the parent's device tree ``compatible`` string, or its PCI class."""
+    parent = sys_path / "device"
+    if driver in GPU_DRIVERS:
+        return True, f"driver {driver}"
+    drm = parent / "drm"
+    cards = sorted(p.name for p in drm.iterdir() if _CARD.match(p.name)) if drm.is_dir() else []
+    if cards:
+        return True, f"DRM {cards[0]}"
+    compatible = _read_words(parent / "of_node" / "compatible", b"\0")
+    for word in compatible:
+        if any(part in word for part in GPU_COMPATIBLE):
+            return True, f"compatible {word}"
+    pci_class = _read_words(parent / "class", None)
+    try:
+        if pci_class and int(pci_class[0], 16) >> 16 == PCI_DISPLAY_CLASS:
+            return True, f"PCI class {pci_class[0]}"
+    except ValueError:
+        pass
+    said = [f"driver {driver or 'none'}"]
+    if compatible:
+        said.append(f"compatible {compatible[0]}")
+    if pci_class:
+        said.append(f"PCI class {pci_class[0]}")
+    return False, f"not a GPU ({', '.join(said)})"
+
+
+def _read_words(path: Path, sep: bytes | None) -> list[str]:
+    try:
+        data = path.read_bytes()[:4096]
+    except OSError:
+        return []
+    return [w.decode(errors="replace").strip() for w in data.split(sep) if w.strip()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +138,14 @@ class Found:
     sys_path: Path
     driver: str | None
     """Driver bound to the parent device (``i915``, ``panfrost``), None if unbound."""
+
+    @property
+    def gpu(self) -> tuple[bool, str]:
+        """Whether the kernel says it is a GPU, and what says so (`gpu_evidence`); a drm card
+        is one by being a card."""
+        if self.subsystem == "drm":
+            return True, "DRM card"
+        return gpu_evidence(self.sys_path, self.driver)
 
     @property
     def backend(self) -> str | None:
@@ -118,11 +197,15 @@ def open_found(found: Found, sysfs_root: Path = SYS, io: SysfsIO | None = None) 
     backend = found.backend
     if backend is None:
         raise KeyError(f"{found.name}: no govd backend for driver {found.driver}")
-    return SYSFS_BACKENDS[backend](found.sys_path, Path(sysfs_root), io)
+    device = SYSFS_BACKENDS[backend](found.sys_path, Path(sysfs_root), io)
+    is_gpu, why = found.gpu
+    device.not_gpu = None if is_gpu else why
+    return device
 
 
 def discover_sysfs(sysfs_root: Path = SYS) -> list[Device]:
-    """The devfreq, i915, xe and amdgpu devices under ``sysfs_root``."""
+    """The devfreq, i915, xe and amdgpu devices under ``sysfs_root``; those the kernel does not
+    call a GPU carry why in ``not_gpu`` (governed only when the configuration names them)."""
     return [open_found(f, sysfs_root) for f in scan(sysfs_root) if f.backend is not None]
 
 
@@ -135,8 +218,31 @@ def discover(sysfs_root: Path = SYS) -> list[Device]:
     return [device for discoverer in DISCOVERERS for device in discoverer(Path(sysfs_root))]
 
 
+def check_saved(saved: object) -> None:
+    """Raise ValueError (one line) unless ``saved`` has the shape a ``save()`` of its backend
+    gives: a known backend, a name, and for sysfs backends a path and exactly their state."""
+    if not isinstance(saved, dict):
+        raise ValueError("each device must be an object")
+    backend = saved.get("backend")
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}")
+    if not isinstance(saved.get("name"), str) or not saved["name"]:
+        raise ValueError(f"a {backend} device without a name")
+    if not isinstance(saved.get("state"), dict):
+        raise ValueError(f"{saved['name']}: state must be an object")
+    cls = SYSFS_BACKENDS.get(backend)
+    if cls is not None:
+        if not isinstance(saved.get("path"), str):
+            raise ValueError(f"{saved['name']}: path must be a string")
+        try:
+            cls.check_state(saved["state"])
+        except ValueError as exc:
+            raise ValueError(f"{saved['name']}: {exc}") from None
+
+
 def reopen(saved: dict[str, Any], sysfs_root: Path = SYS) -> Device:
-    """The device a ``save()`` described, holding that state for ``restore()``."""
+    """The device a ``save()`` described, holding that state for ``restore()``. A sysfs
+    device must be one discovery finds under ``sysfs_root`` (`found_dir`; ValueError)."""
     backend = saved.get("backend")
     if backend not in BACKENDS:
         raise KeyError(f"saved state names unknown backend {backend!r}")

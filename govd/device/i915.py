@@ -37,6 +37,10 @@ class I915Device(SysfsDevice):
     """An i915 GT (``cardN``), governed through ``gt_min_freq_mhz``/``gt_max_freq_mhz``."""
 
     backend: ClassVar[str] = "i915"
+    STATE_FIELDS: ClassVar[dict[str, tuple[type, ...]]] = {
+        "min_freq_mhz": (int, float), "max_freq_mhz": (int, float),
+        "boost_freq_mhz": (int, float)}
+    OPTIONAL_STATE: ClassVar[frozenset[str]] = frozenset({"boost_freq_mhz"})
     # File names relative to the device directory; the xe backend swaps them for its own.
     MIN: str = "gt_min_freq_mhz"
     MAX: str = "gt_max_freq_mhz"

@@ -11,7 +11,7 @@ import math
 import os
 from abc import abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from govd.device.base import Device, DeviceError, DeviceGone, WriteRefused
 
@@ -111,6 +111,30 @@ class SysfsDevice(Device):
     The state found is captured once, just before govd's first write, by `_capture_state`, and
     put back by `_restore_state`; `save()` wraps it with enough identity for `restore_saved`.
     """
+
+    STATE_FIELDS: ClassVar[dict[str, tuple[type, ...]]] = {}
+    """The saved state's keys and their JSON types, each required unless in `OPTIONAL_STATE`:
+    a state file is checked against them before anything in it is written back."""
+    OPTIONAL_STATE: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def check_state(cls, state: object) -> None:
+        """Raise ValueError (one line) unless ``state`` is exactly what `_capture_state` of this
+        backend returns: the known keys, the required ones present, each of its type."""
+        if not isinstance(state, dict):
+            raise ValueError(f"{cls.backend} state must be an object")
+        unknown = sorted(set(state) - set(cls.STATE_FIELDS))
+        if unknown:
+            raise ValueError(f"{cls.backend} state has unknown keys {', '.join(map(str, unknown))}")
+        for key, types in cls.STATE_FIELDS.items():
+            if key not in state:
+                if key in cls.OPTIONAL_STATE:
+                    continue
+                raise ValueError(f"{cls.backend} state lacks {key!r}")
+            value = state[key]
+            if isinstance(value, bool) or not isinstance(value, types) or (
+                    isinstance(value, float) and not math.isfinite(value)):
+                raise ValueError(f"{cls.backend} state {key!r} is {value!r}")
 
     def __init__(self, path: Path, sysfs_root: Path = Path("/sys"), io: SysfsIO | None = None):
         self.path = Path(path)
@@ -273,9 +297,17 @@ class SysfsDevice(Device):
         self.io.close()
 
     def restore(self) -> None:
-        """Put back the saved state; does nothing when govd never wrote. Idempotent."""
-        if self._saved_state is not None:
-            self._restore_state(self._saved_state)
+        """Put back the saved state, then read it back: raises DeviceError naming what did not
+        hold (a driver that ignored a write, a tool that wrote in between), so nobody reports a
+        device restored that is not. Does nothing when govd never wrote. Idempotent."""
+        if self._saved_state is None:
+            return
+        self._restore_state(self._saved_state)
+        now = self._capture_state()
+        differ = [f"{key} is {now.get(key)!r}, not {value!r}"
+                  for key, value in self._saved_state.items() if now.get(key) != value]
+        if differ:
+            raise DeviceError(f"{self.path}: restore did not hold: {'; '.join(differ)}")
 
     @classmethod
     def from_saved(

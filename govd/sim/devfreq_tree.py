@@ -95,11 +95,14 @@ class DevfreqTree:
             "polling_interval": str(polling_ms),
             "userspace/set_freq": str(top),
             "device/gpu_busy_percent": "0",
+            # what tells the kernel's GPUs from other devfreq devices (`gpu_evidence`)
+            "device/of_node/compatible": "govd,sim-gpu\0",
             "device/hwmon/hwmon0/name": "govd_sim",
             "device/hwmon/hwmon0/energy1_input": "0",
             "device/hwmon/hwmon0/power1_average": "0",
         }
         for rel, text in files.items():
+            (self.dir / rel).parent.mkdir(parents=True, exist_ok=True)
             write_atomically(self.dir / rel, text + "\n")
         self.governor = "simple_ondemand"
         self.min_hz, self.max_hz, self.set_hz = bottom, top, top

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from govd.conf.schema import Config
-from govd.daemon.daemon import Daemon, Options, frames_for
+from govd.daemon.daemon import Daemon, Options, StartError, frames_for
 from govd.daemon.device_runner import DeviceRunner
+from govd.daemon.state import restore_from_file
 from govd.sources.base import Frame
-from tests.sysfs_fixtures import adreno_msm, mali_panfrost
+from tests.sysfs_fixtures import adreno_msm, mali_panfrost, rockchip_dmc
 
 MALI, ADRENO = "fde60000.gpu", "5000000.gpu"
 MAX_TICKS = 2000  # a bound that only a broken daemon reaches; nothing here asserts on speed
@@ -209,9 +210,11 @@ def test_device_key_is_parsed_and_a_bad_one_rejects_the_line():
             parse_frame_line(bad)
 
 
-def test_device_another_tool_keeps_taking_is_left_to_it_at_stop(short_dir):
+def test_device_another_tool_keeps_taking_is_left_to_it_at_stop(short_dir, caplog):
     """A contested device (govd stepped back) is not 'restored' at stop: that would undo the
-    other tool's setting, and the state govd found is no longer what the device should have."""
+    other tool's setting, and the state govd found is no longer what the device should have.
+    The stop's last line says so instead of claiming every device restored."""
+    caplog.set_level("INFO", logger="govd.daemon")
     root = short_dir / "sys"
     devfreq, _ = mali_panfrost(root, governor="userspace")
 
@@ -223,6 +226,9 @@ def test_device_another_tool_keeps_taking_is_left_to_it_at_stop(short_dir):
     run_until(daemon, lambda d: runner(d, MALI).paused == "contested", other_tool)
     assert (devfreq / "governor").read_text().strip() == "simple_ondemand"
     assert not (short_dir / "state.json").exists()
+    lines = [r.getMessage() for r in caplog.records]
+    assert "every device restored" not in lines
+    assert f"restored none; left to the tool that took it: {MALI}" in lines
 
 
 def test_start_up_objects_are_frozen_out_of_the_collectors_scans(short_dir):
@@ -239,3 +245,103 @@ def test_start_up_objects_are_frozen_out_of_the_collectors_scans(short_dir):
     finally:
         gc.unfreeze()
     assert min(frozen) > 10_000
+
+
+def with_set_freq(devfreq: Path) -> None:
+    """Plain files do not grow ``userspace/set_freq`` with the governor as the kernel does."""
+    (devfreq / "userspace").mkdir()
+    (devfreq / "userspace/set_freq").write_text("undefined\n")
+
+
+def files_under(root: Path) -> dict[str, str]:
+    """Every file's content under ``root``, by path (what a write would change)."""
+    return {str(p): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("same_state_file", [True, False])
+def test_second_daemon_on_a_governed_device_touches_nothing_and_says_why(short_dir,
+                                                                         same_state_file):
+    """Two daemons on one device: the second fails on the device's lock before it restores,
+    saves or writes anything, and its exit leaves the first one's state file alone."""
+    root = short_dir / "sys"
+    devfreq, _ = mali_panfrost(root)
+    with_set_freq(devfreq)
+    first_state = short_dir / "state.json"
+    second_dir = short_dir if same_state_file else short_dir / "second"
+    second = Daemon(Options(config(second_dir), sysfs_root=root))
+    outcome: dict[str, Any] = {}
+
+    def start_second(daemon: Daemon) -> None:
+        if daemon.stats.ticks == 3 and not outcome:
+            saved = first_state.read_text()
+            found = files_under(root)
+            with pytest.raises(StartError, match=f"{MALI}: already governed by another govd"):
+                second.run()
+            outcome["first state kept"] = first_state.read_text() == saved
+            outcome["second state written"] = not same_state_file and \
+                (second_dir / "state.json").exists()
+            outcome["device written"] = files_under(root) != found
+
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+    run_until(daemon, lambda d: bool(outcome), start_second)
+    assert outcome == {"first state kept": True, "second state written": False,
+                       "device written": False}
+    assert (devfreq / "governor").read_text().strip() == "simple_ondemand"  # first restored
+
+
+def test_restore_waits_for_the_lock_and_works_once_the_crashed_daemons_lock_is_gone(short_dir):
+    root = short_dir / "sys"
+    devfreq, _ = mali_panfrost(root)
+    with_set_freq(devfreq)
+    crashed = Daemon(Options(config(short_dir), sysfs_root=root))
+    crashed._start()  # locks, saves the state, governs ... and then dies without a shutdown
+    crashed.runners[0].tick(0.0, 0.01, [])
+    assert (devfreq / "governor").read_text().strip() == "userspace"
+    count, failures = restore_from_file(short_dir / "state.json")
+    assert count == 1 and "already governed by another govd" in failures[0]
+    assert (devfreq / "governor").read_text().strip() == "userspace"  # not written under it
+    crashed._locks.release_all()  # what the kernel does when the process dies
+    crashed.source.close()
+    assert restore_from_file(short_dir / "state.json") == (1, [])
+    assert (devfreq / "governor").read_text().strip() == "simple_ondemand"
+    assert not (short_dir / "state.json").exists()
+
+
+def test_full_disk_under_record_stops_recording_once_and_every_device_is_restored(short_dir,
+                                                                                  caplog):
+    """ENOSPC on the trace (here /dev/full behind a small buffer) is logged once per trace,
+    recording stops, governing goes on, and at stop both devices are put back."""
+    caplog.set_level("INFO", logger="govd.daemon")
+    root = short_dir / "sys"
+    devices = [mali_panfrost(root)[0], adreno_msm(root)[0]]
+    for devfreq in devices:
+        with_set_freq(devfreq)
+    full_at: dict[str, int] = {}
+
+    def fill_the_disk(daemon: Daemon) -> None:
+        if daemon.stats.ticks == 2:
+            for r in daemon.runners:
+                assert r.recorder is not None
+                r.recorder._file = open("/dev/full", "w", buffering=64)  # noqa: SIM115
+            full_at["ticks"] = runner(daemon, MALI).counts["ticks"]
+
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root, record=short_dir / "t.csv"))
+    run_until(daemon, lambda d: d.stats.ticks >= 30, fill_the_disk)
+    assert runner(daemon, MALI).counts["ticks"] >= full_at["ticks"] + 25  # governing went on
+    stopped = [r.getMessage() for r in caplog.records if "recording stopped" in r.getMessage()]
+    assert len(stopped) == 2 and all("No space left on device" in line for line in stopped)
+    for devfreq in devices:
+        assert (devfreq / "governor").read_text().strip() == "simple_ondemand"
+    assert "every device restored" in [r.getMessage() for r in caplog.records]
+    assert not (short_dir / "state.json").exists()
+
+
+def test_memory_controller_beside_the_gpu_is_never_written_by_default(short_dir):
+    root = short_dir / "sys"
+    mali_panfrost(root, governor="userspace")
+    dmc, _ = rockchip_dmc(root)
+    found = files_under(dmc)
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+    run_until(daemon, lambda d: d.stats.ticks >= 5, nothing)
+    assert [r.name for r in daemon.runners] == [MALI]
+    assert files_under(dmc) == found

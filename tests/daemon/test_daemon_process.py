@@ -112,6 +112,31 @@ def test_after_sigkill_govd_restore_puts_the_tree_back(tmp_path, sim):
     assert not (tmp_path / "state.json").exists()
 
 
+def test_second_daemon_exits_1_in_one_line_touching_nothing_and_restore_works_after_a_crash(
+        tmp_path, sim):
+    before = found(sim)
+    first = taking_daemon(tmp_path, sim)
+    state = (tmp_path / "state.json").read_text()
+    other = tmp_path / "other"
+    other.mkdir()
+    second = subprocess.run(
+        [sys.executable, "-m", "govd", "run", "--sysfs-root", str(sim), "--socket",
+         str(other / "frames.sock"), "--state-file", str(other / "state.json")],
+        env=env(), capture_output=True, text=True, timeout=WAIT_S)
+    assert second.returncode == 1
+    [line] = [x for x in second.stderr.splitlines() if x.startswith("govd run:")]
+    assert "govd-sim0: already governed by another govd" in line
+    assert "Traceback" not in second.stderr
+    assert list(other.iterdir()) == [] and (tmp_path / "state.json").read_text() == state
+    first.kill()
+    first.wait(timeout=30)
+    restore = subprocess.run(
+        [sys.executable, "-m", "govd", "restore", "--state-file", str(tmp_path / "state.json")],
+        env=env(), capture_output=True, text=True, timeout=WAIT_S)
+    assert restore.returncode == 0, restore.stderr
+    assert found(sim) == before
+
+
 def test_start_after_a_crash_restores_the_stale_state_first(tmp_path, sim):
     before = found(sim)
     crashed = taking_daemon(tmp_path, sim)

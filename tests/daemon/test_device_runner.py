@@ -164,3 +164,20 @@ def test_energy_counter_accumulates_per_tick(tmp_path):
         runner.tick(k * PERIOD_S, PERIOD_S, [])
     assert runner.energy_j == pytest.approx(0.5)
     assert runner.status()["power_w"] == pytest.approx(5.0)
+
+
+def test_own_request_applied_a_tick_late_never_reads_as_another_tool(tmp_path):
+    """The device runs each set_freq one tick after it is written (the live simulator applies it
+    every 50 ms): govd asking the running level again while another request is pending must not
+    later take its own pending request for another tool's, nor step back as contested."""
+    cycle = [0, 3, 0, 0, 0, 0]  # down, up, back down while the up is still pending
+    runner, kernel, path = make_runner(tmp_path, cycle * 8)
+    kernel.rules.pop(path / "userspace/set_freq")  # stored as written; cur_freq left alone
+    pending = None
+    for k in range(len(cycle) * 8):
+        runner.tick(k * PERIOD_S, PERIOD_S, [])
+        if pending is not None:
+            (path / "cur_freq").write_text(f"{pending}\n")
+        set_freq = path / "userspace/set_freq"
+        pending = set_freq.read_text().strip() if set_freq.exists() else None
+    assert runner.counts["overridden"] == 0 and runner.paused is None

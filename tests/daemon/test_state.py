@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -30,14 +31,17 @@ def dead_pid() -> int:
     return int(child.stdout)
 
 
+SAVED = {"backend": "devfreq", "name": "x", "path": "class/devfreq/x",
+         "state": {"governor": "simple_ondemand", "min_freq_hz": 1, "max_freq_hz": 2}}
+
+
 def test_state_file_is_private_and_has_no_leftover_temporary(tmp_path):
     path = tmp_path / "run/govd/state.json"
     os.umask(0o022)
-    save_state(path, SavedState([{"backend": "devfreq", "name": "x"}], "/sys"))
+    save_state(path, SavedState([SAVED], "/sys"))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert [p.name for p in path.parent.iterdir()] == ["state.json"]
-    assert load_state(path) == SavedState([{"backend": "devfreq", "name": "x"}], "/sys",
-                                          os.getpid())
+    assert load_state(path) == SavedState([SAVED], "/sys", os.getpid())
 
 
 def test_rewrite_replaces_the_whole_file(tmp_path):
@@ -106,3 +110,72 @@ def test_file_of_a_running_daemon_is_not_stale(tmp_path):
         live.kill()
         live.wait()
     assert not owner_alive(SavedState([], pid=live.pid))
+
+
+def _with(**change: object) -> dict[str, object]:
+    return {**SAVED, **change}
+
+
+@pytest.mark.parametrize(("devices", "why"), [
+    ([_with(backend="warp")], "unknown backend 'warp'"),
+    ([_with(name=7)], "without a name"),
+    ([_with(path=["class"])], "path must be a string"),
+    ([_with(state=[])], "state must be an object"),
+    ([_with(state={**SAVED["state"], "bounds": 1})], "unknown keys bounds"),  # type: ignore
+    ([_with(state={"governor": "userspace", "min_freq_hz": 1})], "lacks 'max_freq_hz'"),
+    ([_with(state={**SAVED["state"], "min_freq_hz": "1"})], "'min_freq_hz' is '1'"),  # type: ignore
+    ([_with(state={**SAVED["state"], "max_freq_hz": True})], "'max_freq_hz' is True"),  # type: ignore
+])
+def test_malformed_device_entry_is_refused_in_one_line(tmp_path, devices, why):
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps({"version": 1, "pid": 1, "sysfs_root": "/sys",
+                                "devices": devices}))
+    with pytest.raises(StateFileError, match=re.escape(why)) as caught:
+        load_state(path)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("top", [
+    {"pid": "1"}, {"pid": 0}, {"pid": True}, {"sysfs_root": "sys"}, {"sysfs_root": 3},
+    {"devices": {}}, {"extra": 1}, {"version": True},
+])
+def test_malformed_top_level_is_refused(tmp_path, top):
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps({"version": 1, "pid": 1, "sysfs_root": "/sys", "devices": [],
+                                **top}))
+    with pytest.raises(StateFileError, match="not a govd state file"):
+        load_state(path)
+
+
+def _pointing_elsewhere(tmp_path: Path, how: str) -> tuple[str, Path]:
+    """A state file's device path that leads out of the devices discovery finds, and the
+    file a restore through it would write."""
+    victim = tmp_path / "victim"  # beside the sysfs root, outside it
+    victim.mkdir()
+    for name in ("governor", "min_freq", "max_freq", "cur_freq"):
+        (victim / name).write_text("1\n")  # readable as a device: only the path check stops it
+    if how == "absolute":
+        return str(victim), victim / "governor"
+    if how == "dotdot":
+        return "class/devfreq/../../../victim", victim / "governor"
+    if how == "symlink":
+        link = tmp_path / "sys/class/devfreq/fake.gpu"
+        link.symlink_to(victim)  # found by a walk of class/devfreq, but leads out of the tree
+        return "class/devfreq/fake.gpu", victim / "governor"
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize("how", ["absolute", "dotdot", "symlink"])
+def test_restore_never_writes_outside_a_found_device(tmp_path, how):
+    mali_panfrost(tmp_path / "sys")
+    rel, victim = _pointing_elsewhere(tmp_path, how)
+    saved = _with(path=rel, name="fake.gpu",
+                  state={"governor": "performance", "min_freq_hz": 1, "max_freq_hz": 2})
+    path = tmp_path / "state.json"
+    save_state(path, SavedState([saved], str(tmp_path / "sys"), pid=dead_pid()))
+    count, failures = restore_from_file(path)
+    assert count == 1 and len(failures) == 1
+    assert re.match(r"fake.gpu: path .* (must be relative|is not a devfreq device found)",
+                    failures[0])
+    assert victim.read_text() == "1\n"
+    assert path.exists()

@@ -46,7 +46,7 @@ from govd.governor import Governor
 from govd.sources.base import Frame, FrameSource
 from govd.sources.busy import BusySource
 from govd.sources.mangohud import MangoHudSource
-from govd.sources.socket import SocketSource
+from govd.sources.socket import SocketSetupError, SocketSource
 from govd.telemetry.log import EpisodeLimiter, setup_logging
 from govd.telemetry.metrics import Metrics, MetricsServer, start_metrics_server
 from govd.telemetry.notify import Notifier, WatchdogPinger, watchdog_interval_s
@@ -237,8 +237,11 @@ class Daemon:
                 "rate_fps": s.rate_fps, "burst": s.burst, "max_queue": s.max_queue,
                 "clock": self.clock.now_s,
             }
-            activated = SocketSource.from_systemd(**options)
-            return activated or SocketSource(Path(s.path), **options)
+            try:
+                activated = SocketSource.from_systemd(**options)
+                return activated or SocketSource(Path(s.path), **options)
+            except (SocketSetupError, ValueError) as exc:
+                raise StartError(f"frame socket: {exc}") from None
         if frames.source == "mangohud":
             assert frames.mangohud.dir is not None  # the schema requires it
             return MangoHudSource(frames.mangohud.dir, rescan_s=frames.mangohud.rescan_s,
@@ -297,7 +300,7 @@ class Daemon:
             fd = source.fileno() if source is not None and not source.backlog_full else None
             if signals.wait(wall_s, fd):
                 assert source is not None
-                source.receive(RECEIVE_BATCH)
+                source.receive(RECEIVE_BATCH, until_s=deadline_s)
             wall_s = deadline_s - time.monotonic()
             if fd is None or wall_s <= 0 or signals.stop is not None or signals.reload:
                 return

@@ -76,12 +76,14 @@ def run_daemon(args: argparse.Namespace) -> int:
         config=config, config_path=path, insecure_config=args.insecure_config,
         sysfs_root=args.sysfs_root, record=args.record,
         status_file=status_path(Path(config.state_file)),
+        overrides=lambda reread: with_overrides(reread, args),
     )
     try:
         return Daemon(options).run()
     except (StartError, SetupError, StateFileError) as exc:
-        logging.getLogger("govd.daemon").error("%s", exc)
-        print(f"govd run: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():
+            logging.getLogger("govd.daemon").error("%s", line)
+            print(f"govd run: {line}", file=sys.stderr)
         return 1
 
 

@@ -32,6 +32,13 @@ class Senders:
         self.proc_root = proc_root
         self._known: dict[int, _Sender] = {}
 
+    def set_rate(self, rate_fps: float, burst: float) -> None:
+        """New limits (frames/s, frames); each sender's tokens are capped at the new burst."""
+        self.rate_fps = rate_fps
+        self.burst = max(burst, 1.0)
+        for sender in self._known.values():
+            sender.tokens = min(sender.tokens, self.burst)
+
     def _sender(self, pid: int, now_s: float) -> _Sender:
         sender = self._known.get(pid)
         if sender is None:

@@ -129,6 +129,15 @@ class SocketSource(FrameSource):
         fd = frames_fd(listen_fds(unset_environment=True))
         return None if fd is None else cls.from_fd(fd, **options)
 
+    def set_limits(self, *, allow_uids: Iterable[int], allow_gids: Iterable[int],
+                   rate_fps: float, burst: float, max_queue: int) -> None:
+        """Apply new sender limits (a configuration reload); parameters as for the constructor.
+        Budgets already granted keep their tokens, capped at the new burst."""
+        self.allow_uids = frozenset(allow_uids)
+        self.allow_gids = frozenset(allow_gids)
+        self.max_queue = max_queue
+        self._senders.set_rate(rate_fps, burst)
+
     def fileno(self) -> int:
         """The socket's fd, for callers that want to poll it."""
         return self._sock.fileno()

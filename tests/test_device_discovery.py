@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +16,10 @@ from govd.device import discovery
 from govd.device.base import Controllability, Device, Reading
 from govd.device.discovery import discover, open_found, restore_saved, scan
 from tests.sysfs_fixtures import amdgpu_polaris, i915_gen9, mali_panfrost, pci_card
+from tests.umockdev_required import needs_umockdev
 
 REPO = Path(__file__).resolve().parent.parent
 UMOCKDEV = REPO / "tests" / "umockdev"
-needs_umockdev = pytest.mark.skipif(shutil.which("umockdev-run") is None,
-                                    reason="umockdev-run not installed")
 
 
 def _govd(*args: str, wrapper: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:

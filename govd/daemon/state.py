@@ -21,6 +21,7 @@ from typing import Any
 
 from govd.device.base import Device, DeviceError
 from govd.device.discovery import restore_saved
+from govd.formats.regular_file import read_regular
 
 log = logging.getLogger("govd.daemon.state")
 
@@ -88,11 +89,15 @@ def save_state(path: Path, state: SavedState) -> None:
         raise StateFileError(f"{path}: cannot write the state file: {exc.strerror}") from exc
 
 
+MAX_STATE_BYTES = 1 << 20
+"""A state file larger than this is not govd's (a few devices take a few KiB). Units: bytes."""
+
+
 def load_state(path: Path) -> SavedState | None:
     """The state file's content, or None when there is none. Raises StateFileError when it exists
     but cannot be read or understood."""
     try:
-        text = path.read_text()
+        text = read_regular(path, MAX_STATE_BYTES)
     except FileNotFoundError:
         return None
     except OSError as exc:

@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from govd.daemon.state import write_atomically
+from govd.formats.regular_file import read_regular_text
 
 STATUS_MODE = 0o644
 STATUS_NAME = "status.json"
+MAX_STATUS_BYTES = 16 << 20
+"""A status file larger than this is not govd's (one device takes about 1 KiB). Units: bytes."""
 
 
 def status_path(state_file: Path) -> Path:
@@ -56,19 +59,30 @@ def show_status(args: argparse.Namespace) -> int:
 
     path = status_path(state_file_of(args))
     try:
-        text = path.read_text()
+        text = read_regular_text(path, MAX_STATUS_BYTES)
         status = json.loads(text)
     except FileNotFoundError:
         raise UsageError(f"{path}: no status file; is govd running?") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the status: {exc.strerror}") from None
+    except ValueError as exc:
         raise UsageError(f"{path}: cannot read the status: {exc}") from None
     if args.json:
         print(text, end="")
         return 0
+    try:
+        lines = _status_lines(status)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{path}: not a govd status file ({type(exc).__name__}: {exc})") \
+            from None
+    print("\n".join(lines))
+    return 0
+
+
+def _status_lines(status: Any) -> list[str]:
     age_s = time.time() - float(status.get("written_unix_s", 0))
     loop = status.get("loop", {})
-    print(f"govd pid {status.get('pid')}, updated {age_s:.1f} s ago, "
-          f"{loop.get('ticks', 0)} ticks, {loop.get('overruns', 0)} overruns")
-    for device in status.get("devices", []):
-        print("  " + device_line(device))
-    return 0
+    lines = [f"govd pid {status.get('pid')}, updated {age_s:.1f} s ago, "
+             f"{loop.get('ticks', 0)} ticks, {loop.get('overruns', 0)} overruns"]
+    lines += ["  " + device_line(device) for device in status.get("devices", [])]
+    return lines

@@ -150,8 +150,12 @@ def restore_all(state: SavedState) -> list[str]:
         name = saved.get("name", "?")
         try:
             restore_saved(saved, Path(state.sysfs_root))
-        except (DeviceError, KeyError, OSError, ValueError) as exc:
+        except (DeviceError, OSError) as exc:
             failures.append(f"{name}: {exc}")
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            # A hand-edited or damaged entry: said in one line, kept for a later `govd restore`.
+            failures.append(f"{name}: malformed entry in the state file "
+                            f"({type(exc).__name__}: {exc})")
         else:
             log.info("%s: restored the state govd found", name)
     return failures

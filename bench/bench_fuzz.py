@@ -50,7 +50,7 @@ from govd.sources.socket import SocketSource  # noqa: E402
 FULL = {"datagrams": 100_000, "configs": 10_000, "mangohud_scripts": 400, "tables": 3_000,
         "state_files": 60, "status_files": 60}
 QUICK = {"datagrams": 2_000, "configs": 200, "mangohud_scripts": 10, "tables": 100,
-         "state_files": 6, "status_files": 6}
+         "state_files": 3, "status_files": 3}
 MAX_TRACEBACKS = 5
 SHIPPED_CONFIG = (REPO / "config" / "govd.yaml").read_text()
 NASTY_NUMBERS = ["nan", "NaN", "-nan", "inf", "-inf", "Infinity", "1e999", "-1e999", "0", "-0",
@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         sections["mangohud"] = fuzz_mangohud(sizes["mangohud_scripts"], rng, folder)
         sections["tables"] = fuzz_tables(sizes["tables"], rng, folder)
         for name, section in fuzz_cli.SECTIONS.items():
-            sections[name] = section(sizes[name], rng, folder)
+            sections[name] = section(sizes[name], rng, folder, args.quick)
         sections["cli"] = fuzz_cli.fuzz_cli(args.quick, rng, folder)
     totals: Counter[str] = Counter()
     for section in sections.values():

@@ -44,6 +44,10 @@ MAX_RSS_MB = 1024.0
 ADDRESS_SPACE_BYTES = 4 << 30
 """RLIMIT_AS of each command: a runaway read fails there instead of taking the machine."""
 MAX_KEPT = 5
+QUICK_SPECIALS = ("fifo", "dev_zero")
+"""The special files tried with ``--quick`` (all of `special_files` otherwise)."""
+QUICK_CASES = 8
+"""Command-line cases tried with ``--quick``, drawn from all of them."""
 GPU = "fde60000.gpu"
 FOUND_GOVERNOR = "simple_ondemand"
 """The fixture GPU's governor before govd: what every way out of `govd run` must leave."""
@@ -210,7 +214,13 @@ def fixture_tree(folder: Path, name: str, levels_hz: str | None = None) -> Itera
         shutil.rmtree(root, ignore_errors=True)
 
 
-def fuzz_state_files(count: int, rng: random.Random, folder: Path) -> dict[str, Any]:
+def _specials(folder: Path, quick: bool) -> dict[str, Path]:
+    files = special_files(folder)
+    return {k: files[k] for k in QUICK_SPECIALS} if quick else files
+
+
+def fuzz_state_files(count: int, rng: random.Random, folder: Path,
+                     quick: bool = False) -> dict[str, Any]:
     """`restore`, `status` and `run` on ``count`` mangled state files, then on special files."""
     started = time.monotonic()
     tally = Outcomes()
@@ -231,7 +241,7 @@ def fuzz_state_files(count: int, rng: random.Random, folder: Path) -> dict[str, 
             tally.add(f"generated_{kind}")
             judge(tally, f"state_{command}", args,
                   run_govd(args, folder, RUN_FOR_S if command == "run" else None))
-        for name, path in special_files(folder).items():
+        for name, path in _specials(folder, quick).items():
             for command in ("restore", "status"):
                 args = [command, "--state-file", str(path)]
                 tally.add(f"special_{name}")
@@ -239,7 +249,8 @@ def fuzz_state_files(count: int, rng: random.Random, folder: Path) -> dict[str, 
     return tally.result(started)
 
 
-def fuzz_status_files(count: int, rng: random.Random, folder: Path) -> dict[str, Any]:
+def fuzz_status_files(count: int, rng: random.Random, folder: Path,
+                      quick: bool = False) -> dict[str, Any]:
     """`status` (table and --json) on ``count`` mangled status files, then special files."""
     started = time.monotonic()
     tally = Outcomes()
@@ -256,7 +267,7 @@ def fuzz_status_files(count: int, rng: random.Random, folder: Path) -> dict[str,
         args = ["status", "--state-file", str(place / "state.json"), *(["--json"] * (i % 2))]
         tally.add(f"generated_{kind}")
         judge(tally, "status", args, run_govd(args, folder))
-    for name, path in special_files(folder).items():
+    for name, path in _specials(folder, quick).items():
         if status.exists() or status.is_symlink():
             status.unlink()
         if path != folder / "missing" / "file":
@@ -350,7 +361,7 @@ def fuzz_cli(quick: bool, rng: random.Random, folder: Path) -> dict[str, Any]:
             cases = _cli_cases(folder, files, trees, {"taken": taken_port.getsockname()[1]},
                                sweep)
             if quick:
-                cases = rng.sample(cases, 12)
+                cases = rng.sample(cases, QUICK_CASES)
             for command, args in cases:
                 tally.add(f"ran_{command}")
                 ran = run_govd(args, folder, RUN_FOR_S if command == "run" else None)
@@ -375,7 +386,7 @@ def _check_restored(tally: Outcomes, trees: dict[str, Path], args: list[str],
             governor.write_text(FOUND_GOVERNOR)  # the next case starts from the same state
 
 
-SECTIONS: dict[str, Callable[[int, random.Random, Path], dict[str, Any]]] = {
+SECTIONS: dict[str, Callable[[int, random.Random, Path, bool], dict[str, Any]]] = {
     "state_files": fuzz_state_files,
     "status_files": fuzz_status_files,
 }

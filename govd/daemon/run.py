@@ -118,9 +118,21 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="state file (default: the configuration's state_file)")
 
 
+MIN_SPEED, MAX_SPEED = 0.01, 1000.0
+"""The simulated GPU's speeds (simulated s per wall s) the demo accepts: beyond them its clock
+would stall or overflow."""
+
+
 def _speed(text: str) -> float:
     value = float(text)
-    if not value > 0:
+    if not MIN_SPEED <= value <= MAX_SPEED:
+        raise argparse.ArgumentTypeError(f"must be in [{MIN_SPEED:g}, {MAX_SPEED:g}], got {text}")
+    return value
+
+
+def _duration(text: str) -> float:
+    value = float(text)
+    if not value > 0:  # also refuses nan; inf runs until stopped
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return value
 
@@ -135,7 +147,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--speed", type=_speed, default=1.0,
                      help="with --sim: simulated seconds per wall second (e.g. 10)")
     run.add_argument("--scenario", default="game-medium", help="with --sim: the workload")
-    run.add_argument("--duration-s", type=_speed, default=None,
+    run.add_argument("--duration-s", type=_duration, default=None,
                      help="with --sim: simulated seconds to run (default 600)")
     run.add_argument("--record", type=Path, default=None,
                      help="write a run trace CSV (time_s,frame_time_ms,frame_count,freq_mhz,...)")

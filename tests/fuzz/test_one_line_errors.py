@@ -99,3 +99,30 @@ def test_frame_rate_whose_deadline_overflows_is_refused(tmp_path: Path) -> None:
     sweep.write_text("unit,freq_mhz,time_ms,power_w\n0,300,2,5\n0,600,1,9\n")
     err = one_line_refusal(govd("eval", "--sweep", str(sweep), "--target-fps", "1e-320"))
     assert "target fps must be a positive number" in err
+
+
+@pytest.mark.parametrize("speed", ["inf", "1e309", "nan", "1e-320", "0"])
+def test_sim_speed_out_of_range_is_a_usage_error(speed: str) -> None:
+    err = one_line_refusal(govd("run", "--sim", "--speed", speed, "--duration-s", "5"))
+    assert "--speed: must be in" in err
+
+
+def test_endless_demo_stops_on_sigterm_without_waiting_for_its_duration(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    demo = subprocess.Popen([sys.executable, "-m", "govd", "run", "--sim", "--speed", "100",
+                             "--duration-s", "inf"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert demo.stdout is not None
+    lines = 0
+    for line in demo.stdout:  # three status lines (wall seconds): the daemon governs
+        lines += line.startswith("[") and "govd-sim0" in line
+        if lines == 3:
+            break
+    demo.send_signal(signal.SIGTERM)
+    stopped = time.monotonic()
+    out, _ = demo.communicate(timeout=60)
+    assert demo.returncode == 0, out
+    assert time.monotonic() - stopped < 40 and "device restored: yes" in out

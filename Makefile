@@ -22,7 +22,8 @@ container-tools:
 
 # System packages: systemd-python has no wheel and compiles against libsystemd, so it needs
 # libsystemd-dev, pkg-config, a C compiler and the Python headers; venv needs python3-venv on
-# Debian. As root we install what is missing with apt; otherwise we say exactly what to install.
+# Debian; the udev tests need umockdev (umockdev-run, libumockdev-preload.so). As root we
+# install what is missing with apt; otherwise we say exactly what to install.
 $(STAMP): pyproject.toml
 	@missing=""; \
 	pkg-config --version >/dev/null 2>&1 || missing="$$missing pkg-config"; \
@@ -31,6 +32,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sysconfig,os,sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"],"Python.h")))' \
 	  || missing="$$missing python3-dev"; \
 	$(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
+	command -v umockdev-run >/dev/null 2>&1 || missing="$$missing umockdev libumockdev0"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "govd setup: installing$$missing with apt-get"; \
@@ -46,10 +48,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-# pytest exits 5 when it collected nothing: for us that is a failure, never a pass.
+# pytest exits 5 when it collected nothing: for us that is a failure, never a pass. The setup
+# installed umockdev, so the udev tests must run here, not skip.
 test: setup
 	$(PY) -m ruff check govd tests bench
-	@$(PY) -m pytest; rc=$$?; \
+	@GOVD_REQUIRE_UMOCKDEV=1 $(PY) -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 lint: setup

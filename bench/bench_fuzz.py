@@ -1,5 +1,7 @@
 """Bad input, at length: adversarial frame datagrams through a real socket, generated YAML
-configurations, mangled MangoHud logs, sweep tables and run traces. Writes bench/results/fuzz.json.
+configurations, mangled MangoHud logs, sweep tables and run traces, and every command of the
+`govd` command line on mangled state and status files, special files and odd arguments
+(`fuzz_cli`). Writes bench/results/fuzz.json.
 
     .venv/bin/python bench/bench_fuzz.py [--quick] [--seed 1] [--out bench/results/fuzz.json]
 
@@ -37,6 +39,7 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
+from bench import fuzz_cli  # noqa: E402
 from govd.conf import ConfigError, load_config  # noqa: E402
 from govd.formats.sweep import SweepFormatError, read_sweep  # noqa: E402
 from govd.formats.trace import TraceFormatError, read_trace  # noqa: E402
@@ -44,8 +47,10 @@ from govd.sources.frame_line import REASONS  # noqa: E402
 from govd.sources.mangohud import MAX_FRAME_MS, MangoHudSource  # noqa: E402
 from govd.sources.socket import SocketSource  # noqa: E402
 
-FULL = {"datagrams": 100_000, "configs": 10_000, "mangohud_scripts": 400, "tables": 3_000}
-QUICK = {"datagrams": 2_000, "configs": 200, "mangohud_scripts": 10, "tables": 100}
+FULL = {"datagrams": 100_000, "configs": 10_000, "mangohud_scripts": 400, "tables": 3_000,
+        "state_files": 60, "status_files": 60}
+QUICK = {"datagrams": 2_000, "configs": 200, "mangohud_scripts": 10, "tables": 100,
+         "state_files": 3, "status_files": 3}
 MAX_TRACEBACKS = 5
 SHIPPED_CONFIG = (REPO / "config" / "govd.yaml").read_text()
 NASTY_NUMBERS = ["nan", "NaN", "-nan", "inf", "-inf", "Infinity", "1e999", "-1e999", "0", "-0",
@@ -142,7 +147,8 @@ def fuzz_datagrams(count: int, rng: random.Random, folder: Path) -> dict[str, An
     src.close()
     tally.counts["sent"] = count
     tally.counts.update({f"source_{k}": v for k, v in stats.items()})
-    outcomes = ["accepted", "rate_limited", "queue_full", *(f"dropped_{r}" for r in REASONS)]
+    outcomes = ["accepted", "rate_limited", "queue_full", "over_budget",
+                *(f"dropped_{r}" for r in REASONS)]
     # Every line the source saw must be accepted or counted under exactly one reason.
     tally.counts["unaccounted_lines"] = stats.get("lines", 0) - sum(stats.get(k, 0)
                                                                     for k in outcomes)
@@ -403,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         sections["configs"] = fuzz_configs(sizes["configs"], rng, folder)
         sections["mangohud"] = fuzz_mangohud(sizes["mangohud_scripts"], rng, folder)
         sections["tables"] = fuzz_tables(sizes["tables"], rng, folder)
+        for name, section in fuzz_cli.SECTIONS.items():
+            sections[name] = section(sizes[name], rng, folder, args.quick)
+        sections["cli"] = fuzz_cli.fuzz_cli(args.quick, rng, folder)
     totals: Counter[str] = Counter()
     for section in sections.values():
         counts = section["counts"]

@@ -23,6 +23,11 @@ rate limit (2000 frames/s by default) applies per process, so the default 16 pro
 
 Writes `bench/results/load.json`.   python bench/bench_load.py [--duration-s 60] [--quick]
 
+With ``--flood`` one sender process sends datagrams of the socket's maximum size (64 KiB of
+``F 1`` lines, 16 384 frames each) as fast as the kernel takes them, for ``--duration-s``; the
+targets are the same (the rate limit and per-tick budgets must keep the loop on time). Writes
+`bench/results/load-flood.json`.   python bench/bench_load.py --flood --duration-s 20
+
 With a longer kernel queue, in a network namespace of its own so the machine's setting stays:
     unshare -n sh -c 'echo 512 > /proc/sys/net/unix/max_dgram_qlen &&
                       python bench/bench_load.py --out bench/results/load-qlen512.json'
@@ -99,6 +104,28 @@ def _send(conn: Connection, path: str, sockets: int, fps: float, duration_s: flo
     conn.send((sent, refused))
 
 
+FLOOD_DATAGRAM = b"F 1\n" * (65536 // 4)
+"""The flood: a datagram of the socket's maximum size (SocketSource.max_datagram_bytes), every
+line a valid frame, so that all of it would be parsed were the rate limit applied after."""
+
+
+def _flood(conn: Connection, path: str, duration_s: float) -> None:
+    """One sender process sending `FLOOD_DATAGRAM` as fast as the kernel takes it (blocking
+    sends: it waits only when govd's queue is full); reports (lines sent, datagrams refused)."""
+    sent = refused = 0
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+        sock.settimeout(0.1)
+        start = time.monotonic()
+        while time.monotonic() - start < duration_s:
+            try:
+                sock.sendto(FLOOD_DATAGRAM, path)
+                sent += len(FLOOD_DATAGRAM) // 4
+            except (TimeoutError, ConnectionRefusedError, FileNotFoundError):
+                refused += 1
+    conn.send((sent, refused))
+
+
 def _status(path: Path) -> dict[str, Any] | None:
     try:
         status: dict[str, Any] = json.loads(path.read_text())
@@ -138,8 +165,8 @@ def _trace_window(path: Path) -> dict[str, Any]:
             "frames_per_tick_max": max(counts)}
 
 
-def load(duration_s: float, fps: float, processes: int) -> dict[str, Any]:
-    """Run the load; returns the figures."""
+def load(duration_s: float, fps: float, processes: int, flood: bool = False) -> dict[str, Any]:
+    """Run the load (with ``flood``, one `_flood` sender instead); returns the figures."""
     ctx = multiprocessing.get_context("fork")
     with scratch_dir("govd-load-") as tmp_name:
         tmp = Path(tmp_name)
@@ -158,11 +185,12 @@ def load(duration_s: float, fps: float, processes: int) -> dict[str, Any]:
             per_process = [SENDERS // processes + (i < SENDERS % processes)
                            for i in range(processes)]
             pipes, workers = [], []
-            for i, sockets in enumerate(per_process):
+            for i, sockets in enumerate([1] if flood else per_process):
                 ours, theirs = ctx.Pipe()
-                worker = ctx.Process(target=_send, args=(
-                    theirs, str(tmp / "frames.sock"), sockets, fps * sockets / SENDERS,
-                    duration_s, i), daemon=True)
+                work: Any = (_flood, (theirs, str(tmp / "frames.sock"), duration_s)) if flood \
+                    else (_send, (theirs, str(tmp / "frames.sock"), sockets,
+                                  fps * sockets / SENDERS, duration_s, i))
+                worker = ctx.Process(target=work[0], args=work[1], daemon=True)
                 worker.start()
                 pipes.append(ours)
                 workers.append(worker)
@@ -195,9 +223,11 @@ def load(duration_s: float, fps: float, processes: int) -> dict[str, Any]:
     rss_values = [mb for _, mb, _ in samples] + [rss_end]
     sent = sum(c[0] for c in counts)
     dropped = {k: v - frames_before.get(k, 0) for k, v in frames.items()
-               if k.startswith("dropped_") or k in ("rate_limited", "queue_full", "truncated")}
+               if k.startswith("dropped_")
+               or k in ("rate_limited", "queue_full", "truncated", "over_budget")}
     return {
-        "load_wall_s": round(wall_s, 2), "senders": SENDERS, "processes": processes,
+        "load_wall_s": round(wall_s, 2), "senders": 1 if flood else SENDERS,
+        "processes": 1 if flood else processes,
         "max_dgram_qlen": int(QLEN.read_text()),
         "frames_sent": sent, "frames_sent_per_s": round(sent / wall_s, 1),
         "datagrams_refused_by_kernel": sum(c[1] for c in counts),
@@ -223,6 +253,9 @@ def main() -> None:
     parser.add_argument("--fps", type=float, default=20000.0, help="frames/s, all senders")
     parser.add_argument("--processes", type=int, default=16, help="sender processes")
     parser.add_argument("--quick", action="store_true", help="3 s at 2000 frames/s (tests)")
+    parser.add_argument("--flood", action="store_true",
+                        help="one sender of 64 KiB datagrams of 'F 1' lines, as fast as it can "
+                             "(writes bench/results/load-flood.json)")
     parser.add_argument("--out", type=Path, default=None,
                         help="result file (default bench/results/load.json)")
     args = parser.parse_args()
@@ -230,14 +263,19 @@ def main() -> None:
         args.duration_s, args.fps, args.processes = 3.0, 2000.0, 4
     if not 1 <= args.processes <= SENDERS:
         parser.error(f"--processes must be 1..{SENDERS}")
-    figures = load(args.duration_s, args.fps, args.processes)
+    figures = load(args.duration_s, args.fps, args.processes, args.flood)
     met = {k: figures[k] is not None and figures[k] <= v for k, v in TARGETS.items()}
     met["daemon_stopped_cleanly"] = figures["daemon_exit_status"] == 0
-    write_result("load", {
+    senders = ("one sender of 64 KiB datagrams of 'F 1' lines, as fast as it can" if args.flood
+               else "64 senders flooding the frame socket")
+    command = (f"python bench/bench_load.py --flood --duration-s {args.duration_s:g}"
+               if args.flood else f"python bench/bench_load.py --duration-s {args.duration_s:g} "
+               f"--fps {args.fps:g} --processes {args.processes}")
+    write_result("load-flood" if args.flood else "load", {
         "benchmark": "load: govd run (devfreq backend, socket source, default configuration) on "
-                     "the live simulated GPU, 64 senders flooding the frame socket",
-        "command": f"python bench/bench_load.py --duration-s {args.duration_s:g} "
-                   f"--fps {args.fps:g} --processes {args.processes}",
+                     f"the live simulated GPU, {senders}",
+        "command": command,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
         "measured": figures, "targets": TARGETS, "met": met, "daemon_nice": daemon_nice(),
         "notes": "jitter p50/p99 cover the daemon's last 4096 ticks (the load and the seconds "
                  "before it); gap_max_us is the longest time between two ticks in the run "

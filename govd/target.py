@@ -21,7 +21,9 @@ class Target:
     def __post_init__(self) -> None:
         if (self.fps is None) == (self.max_slowdown is None):
             raise ValueError("a target needs exactly one of fps or max_slowdown")
-        if self.fps is not None and not (math.isfinite(self.fps) and self.fps > 0):
+        # 1000 / fps must be finite too: a rate as small as 1e-320 gives an infinite deadline.
+        if self.fps is not None and not (math.isfinite(self.fps) and self.fps > 0
+                                         and math.isfinite(1000.0 / self.fps)):
             raise ValueError(f"target fps must be a positive number, got {self.fps!r}")
         if self.max_slowdown is not None and not (
             math.isfinite(self.max_slowdown) and self.max_slowdown >= 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,11 +26,10 @@ from tests.sysfs_fixtures import (
     pci_card,
     rockchip_dmc,
 )
+from tests.umockdev_required import needs_umockdev
 
 REPO = Path(__file__).resolve().parent.parent
 UMOCKDEV = REPO / "tests" / "umockdev"
-needs_umockdev = pytest.mark.skipif(shutil.which("umockdev-run") is None,
-                                    reason="umockdev-run not installed")
 
 
 def _govd(*args: str, wrapper: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:

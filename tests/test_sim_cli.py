@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from govd.cli import main
 from govd.formats.sweep import read_sweep
@@ -33,8 +34,17 @@ def test_nonpositive_minutes_is_a_usage_error(tmp_path: Path, capsys) -> None:  
     status = main(["sim", "sweep", "--scenario", "art3", "--minutes", "0",
                    "-o", str(tmp_path / "x.csv")])
     assert status == 2
-    assert "--minutes must be positive" in capsys.readouterr().err
+    assert "--minutes must be in (0, 1440], got 0" in capsys.readouterr().err
     assert not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.parametrize("minutes", ["inf", "1e309", "nan", "1441"])
+def test_infinite_or_huge_minutes_is_a_usage_error_not_a_traceback(
+    minutes: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = main(["sim", "sweep", "--scenario", "art3", "--minutes", minutes,
+                   "-o", str(tmp_path / "x.csv")])
+    assert status == 2 and "--minutes must be in" in capsys.readouterr().err
 
 
 def test_list_runs_as_a_subprocess_and_names_scenarios_and_tables() -> None:

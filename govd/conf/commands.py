@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from govd.cli import UsageError
@@ -13,15 +14,34 @@ from govd.conf.schema import Config
 
 
 def check_config(args: argparse.Namespace) -> int:
-    """Print ``FILE: ok``, or each problem as ``file:line: path: message``; 1 when there are any."""
+    """Run the checks `govd run` runs at start and on SIGHUP (the schema, then each policy
+    built, the prior read, the metrics address, a governor for each device found under
+    ``--sysfs-root``); print ``FILE: ok``, or each problem as one line; 1 when there are any."""
+    # The daemon's layer, imported here only: `govd config schema` needs none of it.
+    from govd.daemon.device_runner import close_device
+    from govd.daemon.governed import find_devices, select
+    from govd.daemon.validate import ConfigRefused, check_applicable
+
     try:
-        load_config(args.file, allow_insecure=args.insecure_config)
+        config = load_config(args.file, allow_insecure=args.insecure_config)
     except ConfigError as exc:
-        for line in exc.errors:
-            print(line, file=sys.stderr)
-        return 1
+        return _problems(exc.errors)
+    found = find_devices(args.sysfs_root)
+    try:
+        check_applicable(config, select(config, found))
+    except ConfigRefused as exc:
+        return _problems([f"{args.file}: {line}" for line in exc.errors])
+    finally:
+        for device in found:
+            close_device(device)  # an NVML handle; nothing was written
     print(f"{args.file}: ok")
     return 0
+
+
+def _problems(lines: list[str]) -> int:
+    for line in lines:
+        print(line, file=sys.stderr)
+    return 1
 
 
 def print_schema(args: argparse.Namespace) -> int:
@@ -41,6 +61,8 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="accept a file or folder writable by others than root and the user",
     )
+    check.add_argument("--sysfs-root", type=Path, default=Path("/sys"),
+                       help="check against the devices found under this sysfs root")
     check.set_defaults(func=check_config)
 
     config = subparsers.add_parser("config", help="configuration tools")

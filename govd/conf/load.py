@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from govd.conf.document import Document, DocumentError, read_document
 from govd.conf.schema import Config
+from govd.formats.regular_file import read_regular
 
 MAX_CONFIG_BYTES = 1 << 20
 """A configuration file larger than this is refused (1 MiB)."""
@@ -138,12 +139,9 @@ def load_config(path: str | Path, allow_insecure: bool = False) -> Config:
                 f"{path}:1: refusing an unsafe configuration: {p}; fix the ownership/mode, "
                 "or pass --insecure-config" for p in problems
             ])
-        with open(path, "rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
+        raw = read_regular(path, MAX_CONFIG_BYTES)
     except OSError as exc:
         raise ConfigError([f"{path}:1: cannot read: {exc.strerror}"]) from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError([f"{path}:1: larger than {MAX_CONFIG_BYTES} bytes"])
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -24,12 +24,13 @@ from typing import Any
 from govd.conf.load import ConfigError, load_config
 from govd.conf.schema import Config
 from govd.daemon.device_runner import DeviceRunner, RunnerSettings, close_device
-from govd.daemon.governed import SetupError, build_governor, find_devices, select
+from govd.daemon.governed import SetupError, build_governor, entry_for, find_devices, select
 from govd.daemon.hotplug import DeviceWatch
 from govd.daemon.idle import IdleSettings, IdleWatch, busiest
 from govd.daemon.lock import DeviceBusy, DeviceLocks
 from govd.daemon.loop import Clock, DeadlineScheduler, Tick, TickStats
 from govd.daemon.record import TraceRecorder, trace_path
+from govd.daemon.reload import governor_changed, restart_keys
 from govd.daemon.signals import SignalFlags
 from govd.daemon.state import (
     SavedState,
@@ -41,6 +42,7 @@ from govd.daemon.state import (
     save_state,
 )
 from govd.daemon.status import write_status
+from govd.daemon.validate import Built, ConfigRefused, check_applicable
 from govd.device.base import Device, DeviceError
 from govd.device.discovery import SYS
 from govd.device.discovery import reopen as discovery_reopen
@@ -49,9 +51,14 @@ from govd.sources.base import Frame, FrameSource
 from govd.sources.busy import BusySource
 from govd.sources.fdinfo import meter_for
 from govd.sources.mangohud import MangoHudSource
-from govd.sources.socket import SocketSource
+from govd.sources.socket import SocketSetupError, SocketSource
 from govd.telemetry.log import EpisodeLimiter, log_fields, setup_logging
-from govd.telemetry.metrics import Metrics, MetricsServer, start_metrics_server
+from govd.telemetry.metrics import (
+    Metrics,
+    MetricsServer,
+    MetricsUnavailable,
+    start_metrics_server,
+)
 from govd.telemetry.notify import Notifier, WatchdogPinger, watchdog_interval_s
 from govd.telemetry.summary import DeviceSummary
 
@@ -105,6 +112,14 @@ class Options:
     """Loop time; None: ``Clock(speed)``. Benchmarks pass a simulated clock."""
     status_every_s: float = STATUS_EVERY_S
     """How often the status file is written (and ``on_status`` called). Units: s."""
+    overrides: Callable[[Config], Config] = lambda config: config
+    """What the command line sets over the file (`govd.daemon.run.with_overrides`): applied to
+    the configuration reread on SIGHUP too."""
+
+
+def _enabled(config: Config, device: Device) -> bool:
+    entry = entry_for(config, device)
+    return entry is None or entry.enabled
 
 
 def frames_for(frames: list[Frame], device_name: str) -> list[Frame]:
@@ -195,15 +210,15 @@ class Daemon:
         except DeviceBusy as exc:
             raise StartError(str(exc)) from exc
         self._restore_stale()
-        built = [(device, *build_governor(self.config, device)) for device in devices]
+        built = check_applicable(self.config, devices)
         # Before the first write: the state found goes to disk, so a crash loses nothing.
         self._save_state(devices)
         self._wrote_state = True
         self.source = self._open_source()
         if self.config.metrics.enabled:
             self._start_metrics()
-        for device, governor, settings in built:
-            self.runners.append(self._runner(device, governor, settings, len(built)))
+        for b in built:
+            self.runners.append(self._runner(b.device, b.governor, b.settings, len(built)))
         self._watch.start([d.name for d in devices])
         names = ", ".join(f"{r.name} ({r.settings.policy})" for r in self.runners)
         log.info("governing %s every %d ms", names, self.config.period_ms)
@@ -280,8 +295,11 @@ class Daemon:
                 "rate_fps": s.rate_fps, "burst": s.burst, "max_queue": s.max_queue,
                 "clock": self.clock.now_s,
             }
-            activated = SocketSource.from_systemd(**options)
-            return activated or SocketSource(Path(s.path), **options)
+            try:
+                activated = SocketSource.from_systemd(**options)
+                return activated or SocketSource(Path(s.path), **options)
+            except (SocketSetupError, ValueError) as exc:
+                raise StartError(f"frame socket: {exc}") from None
         if frames.source == "mangohud":
             assert frames.mangohud.dir is not None  # the schema requires it
             return MangoHudSource(frames.mangohud.dir, rescan_s=frames.mangohud.rescan_s,
@@ -291,7 +309,12 @@ class Daemon:
     def _start_metrics(self) -> None:
         host, _, port = self.config.metrics.listen.rpartition(":")
         self.metrics = Metrics()
-        self._metrics_server = start_metrics_server(self.metrics, host.strip("[]"), int(port))
+        try:
+            self._metrics_server = start_metrics_server(self.metrics, host.strip("[]"),
+                                                        int(port))
+        except (OSError, ValueError, MetricsUnavailable) as exc:
+            raise StartError(f"metrics: cannot serve on {self.config.metrics.listen}: {exc}") \
+                from None
         log.info("metrics on http://%s/metrics", self.config.metrics.listen)
 
     # -- the loop ------------------------------------------------------------------------------
@@ -347,7 +370,7 @@ class Daemon:
             fd = source.fileno() if source is not None and not source.backlog_full else None
             if signals.wait(wall_s, fd):
                 assert source is not None
-                if source.receive(RECEIVE_BATCH) and self.idle.idle:
+                if source.receive(RECEIVE_BATCH, until_s=deadline_s) and self.idle.idle:
                     self._woken = True
                     return
             wall_s = deadline_s - time.monotonic()
@@ -431,30 +454,83 @@ class Daemon:
     # -- SIGHUP --------------------------------------------------------------------------------
     def reload(self) -> bool:
         """Reread the configuration and apply it all, or keep the old one all (returns whether
-        the new one is in force). Devices, frame source and state file stay as they are."""
+        the new one is in force). Everything but the `RESTART_KEYS` applies: a device newly
+        ``enabled: false`` is handed back restored, a newly enabled one is taken at the next
+        tick, the socket's limits, metrics, logging and period change at once."""
         path = self.options.config_path
         if path is None:
             log.info("SIGHUP: no configuration file to reload")
             return False
         self.notifier.reloading()
         try:
-            config = self._overridden(load_config(path, self.options.insecure_config))
-            built = [build_governor(config, runner.device) for runner in self.runners]
+            config = self.options.overrides(load_config(path, self.options.insecure_config))
+            changed = restart_keys(self.config, config)
+            if changed:
+                raise ConfigRefused([f"{key}: changed, which needs a restart of govd"
+                                     for key in changed])
+            kept = [r for r in self.runners if _enabled(config, r.device)]
+            built = check_applicable(config, [r.device for r in kept])
+            metrics = self._metrics_for(config)  # last: it may open a port
         except (ConfigError, SetupError) as exc:
-            lines = exc.errors if isinstance(exc, ConfigError) else [str(exc)]
+            lines = exc.errors if isinstance(exc, ConfigError | ConfigRefused) else [str(exc)]
             for line in lines:
                 log.error("reload refused, old configuration kept: %s", line)
             self.notifier.ready("reload refused; old configuration kept")
             return False
+        self._apply(config, kept, built, metrics)
+        log.info("configuration reloaded from %s", path)
+        self.notifier.ready("configuration reloaded")
+        return True
+
+    def _metrics_for(self, config: Config) -> tuple[Metrics | None, MetricsServer | None]:
+        """The metrics and exporter ``config`` asks for: the running ones when unchanged, else
+        a new exporter already listening. Raises ConfigRefused when it cannot listen."""
+        old, new = self.config.metrics, config.metrics
+        if (old.enabled, old.listen) == (new.enabled, new.listen) or not new.enabled:
+            server = self._metrics_server if new.enabled else None
+            return (self.metrics if new.enabled else None), server
+        metrics = self.metrics or Metrics()
+        host, _, port = new.listen.rpartition(":")
+        try:
+            return metrics, start_metrics_server(metrics, host.strip("[]"), int(port))
+        except (OSError, ValueError, MetricsUnavailable) as exc:
+            raise ConfigRefused([f"metrics.listen: cannot serve on {new.listen}: {exc}"]) \
+                from None
+
+    def _apply(self, config: Config, kept: list[DeviceRunner], built: list[Built],
+               metrics: tuple[Metrics | None, MetricsServer | None]) -> None:
+        """Put ``config`` in force: nothing here may refuse any more."""
         old = self.config
-        for runner, (governor, settings) in zip(self.runners, built, strict=True):
-            runner.settings = settings
-            if (old.model, old.policy, old.devices, old.power) != (
-                    config.model, config.policy, config.devices, config.power):
-                runner.governor = governor
+        for runner in self.runners:
+            if runner not in kept:
+                self._hand_back(runner)
+        new_governors = governor_changed(old, config)
+        interval_s = config.logging.summary_interval_s
+        self.metrics, server = metrics
+        if server is not self._metrics_server and self._metrics_server is not None:
+            self._metrics_server.close()
+        self._metrics_server = server
+        for runner, b in zip(kept, built, strict=True):
+            runner.settings = b.settings
+            runner.metrics = self.metrics
+            if interval_s != old.logging.summary_interval_s:
+                runner.summary = (DeviceSummary(log, runner.name, interval_s)
+                                  if interval_s > 0 else None)
+            if new_governors:
+                runner.governor = b.governor
                 runner.reapply()
             else:
-                runner.governor.target = settings.target
+                runner.governor.target = b.settings.target
+        if len(kept) != len(self.runners):
+            self.runners = kept
+            try:
+                self._save_state([r.device for r in kept])
+            except StateFileError as exc:
+                log.error("%s", exc)
+        if isinstance(self.source, SocketSource):
+            s = config.frames.socket
+            self.source.set_limits(allow_uids=s.allow_uids, allow_gids=s.allow_gids,
+                                   rate_fps=s.rate_fps, burst=s.burst, max_queue=s.max_queue)
         self.config = config
         assert self._scheduler is not None
         self.idle.settings = IdleSettings.from_config(config.idle)
@@ -463,15 +539,20 @@ class Daemon:
             self._leave_idle(now_s, now_s, "configuration reloaded")
         self._scheduler.set_period(config.period_ms / 1000.0)
         setup_logging(config.logging.level)
-        log.info("configuration reloaded from %s", path)
-        self.notifier.ready("configuration reloaded")
-        return True
+        self._watch.look_again([r.name for r in kept])  # a newly enabled device is taken
 
-    def _overridden(self, config: Config) -> Config:
-        """What the command line set stays set across a reload."""
-        frames = self.config.frames
-        return config.model_copy(update={"state_file": self.config.state_file,
-                                         "frames": frames})
+    def _hand_back(self, runner: DeviceRunner) -> None:
+        """Restore a device the new configuration disables and stop governing it (kept in the
+        state file for `govd restore` when it cannot be put back)."""
+        try:
+            runner.device.restore()
+            log.info("%s: disabled by the reloaded configuration; restored and left alone",
+                     runner.name)
+        except (DeviceError, OSError) as exc:
+            log.error("%s: disabled by the reloaded configuration but could not be restored "
+                      "(%s); kept in %s for `govd restore`", runner.name, exc, self._state_file)
+            self._carried.append(runner.device.save())
+        runner.close()
 
     # -- every way out -------------------------------------------------------------------------
     def _shutdown(self) -> bool:

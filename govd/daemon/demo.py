@@ -188,7 +188,10 @@ def run_demo(args: argparse.Namespace) -> int:
         assert Clock(args.speed).speed == args.speed
         daemon = Daemon(options)
         status = daemon.run()
-        for sim in sims:
+        # Stopped by a signal while the simulated GPU runs: its twin is not waited for either
+        # (with --duration-s inf that wait would never end).
+        finished = sims[0].poll() is not None
+        for sim in sims if finished else []:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 sim.wait(timeout=5.0 + 2.0 * duration_s / args.speed)
         for sim in sims:

@@ -10,7 +10,7 @@ import numpy as np
 
 from govd.conf.schema import Config, DeviceConfig
 from govd.daemon.device_runner import RunnerSettings
-from govd.device.base import Device
+from govd.device.base import Device, DeviceError
 from govd.device.discovery import SYS, discover, discover_sysfs
 from govd.governor import Governor
 from govd.model.prior import Prior, read_prior
@@ -58,7 +58,11 @@ def select(config: Config, devices: list[Device]) -> list[Device]:
             log.info("%s: %s; left alone (a `devices:` entry with its name takes it)",
                      device.name, device.not_gpu)
             continue
-        verdict = device.controllable()
+        try:
+            verdict = device.controllable()
+        except DeviceError as exc:  # a read failing: the device cannot be governed either
+            log.warning("%s: cannot be governed: %s", device.name, exc)
+            continue
         if not verdict.ok:
             log.warning("%s: cannot be governed: %s", device.name, verdict.reason)
             continue
@@ -115,8 +119,11 @@ def build_governor(config: Config, device: Device) -> tuple[Governor, RunnerSett
     """A fresh governor for ``device`` and how its runner drives it. Raises SetupError."""
     entry = entry_for(config, device)
     policy_config = entry.policy if entry is not None and entry.policy else config.policy
-    levels_mhz, mem_levels_mhz = clock_levels(config, device)
-    low_mhz, high_mhz = device.bounds_mhz
+    try:
+        levels_mhz, mem_levels_mhz = clock_levels(config, device)
+        low_mhz, high_mhz = device.bounds_mhz
+    except DeviceError as exc:
+        raise SetupError(f"{device.name}: {exc}") from None
     if entry is not None:
         low_mhz = max(low_mhz, entry.bounds.min_mhz or low_mhz)
         high_mhz = min(high_mhz, entry.bounds.max_mhz or high_mhz)

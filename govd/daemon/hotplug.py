@@ -109,6 +109,12 @@ class DeviceWatch:
                 close_device(device)
         return chosen
 
+    def look_again(self, governed: Sequence[str]) -> None:
+        """Forget every device but ``governed``, and rescan at the next tick: after a reload a
+        device the configuration left alone before may now be wanted."""
+        self._seen = set(governed)
+        self._wanted = True
+
     def close(self) -> None:
         """Stop listening."""
         self._monitor = None

@@ -79,12 +79,14 @@ def run_daemon(args: argparse.Namespace) -> int:
         config=config, config_path=path, insecure_config=args.insecure_config,
         sysfs_root=args.sysfs_root, record=args.record,
         status_file=status_path(Path(config.state_file)),
+        overrides=lambda reread: with_overrides(reread, args),
     )
     try:
         return Daemon(options).run()
     except (StartError, SetupError, StateFileError) as exc:
-        logging.getLogger("govd.daemon").error("%s", exc)
-        print(f"govd run: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():
+            logging.getLogger("govd.daemon").error("%s", line)
+            print(f"govd run: {line}", file=sys.stderr)
         return 1
 
 
@@ -119,9 +121,21 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="state file (default: the configuration's state_file)")
 
 
+MIN_SPEED, MAX_SPEED = 0.01, 1000.0
+"""The simulated GPU's speeds (simulated s per wall s) the demo accepts: beyond them its clock
+would stall or overflow."""
+
+
 def _speed(text: str) -> float:
     value = float(text)
-    if not value > 0:
+    if not MIN_SPEED <= value <= MAX_SPEED:
+        raise argparse.ArgumentTypeError(f"must be in [{MIN_SPEED:g}, {MAX_SPEED:g}], got {text}")
+    return value
+
+
+def _duration(text: str) -> float:
+    value = float(text)
+    if not value > 0:  # also refuses nan; inf runs until stopped
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return value
 
@@ -136,7 +150,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--speed", type=_speed, default=1.0,
                      help="with --sim: simulated seconds per wall second (e.g. 10)")
     run.add_argument("--scenario", default="game-medium", help="with --sim: the workload")
-    run.add_argument("--duration-s", type=_speed, default=None,
+    run.add_argument("--duration-s", type=_duration, default=None,
                      help="with --sim: simulated seconds to run (default 600)")
     run.add_argument("--record", type=Path, default=None,
                      help="write a run trace CSV (time_s,frame_time_ms,frame_count,freq_mhz,...)")

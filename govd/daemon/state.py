@@ -23,6 +23,7 @@ from typing import Any
 from govd.daemon.lock import DeviceBusy, DeviceLocks
 from govd.device.base import Device, DeviceError
 from govd.device.discovery import check_saved, reopen
+from govd.formats.regular_file import read_regular
 
 log = logging.getLogger("govd.daemon.state")
 
@@ -90,11 +91,15 @@ def save_state(path: Path, state: SavedState) -> None:
         raise StateFileError(f"{path}: cannot write the state file: {exc.strerror}") from exc
 
 
+MAX_STATE_BYTES = 1 << 20
+"""A state file larger than this is not govd's (a few devices take a few KiB). Units: bytes."""
+
+
 def load_state(path: Path) -> SavedState | None:
     """The state file's content, or None when there is none. Raises StateFileError when it exists
     but cannot be read or understood."""
     try:
-        text = path.read_text()
+        text = read_regular(path, MAX_STATE_BYTES)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -171,6 +176,10 @@ def restore_all(state: SavedState, hold: Callable[[Device], None] | None = None)
             device.restore()
         except (DeviceBusy, DeviceError, KeyError, OSError, ValueError) as exc:
             failures.append(f"{name}: {exc}")
+        except (TypeError, AttributeError) as exc:
+            # A hand-edited or damaged entry: said in one line, kept for a later `govd restore`.
+            failures.append(f"{name}: malformed entry in the state file "
+                            f"({type(exc).__name__}: {exc})")
         else:
             log.info("%s: restored the state govd found", name)
     return failures

@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from govd.daemon.state import write_atomically
+from govd.formats.regular_file import read_regular_text
 
 STATUS_MODE = 0o644
 STATUS_NAME = "status.json"
+MAX_STATUS_BYTES = 16 << 20
+"""A status file larger than this is not govd's (one device takes about 1 KiB). Units: bytes."""
 
 
 def status_path(state_file: Path) -> Path:
@@ -57,29 +60,39 @@ def show_status(args: argparse.Namespace) -> int:
 
     path = status_path(state_file_of(args))
     try:
-        text = path.read_text()
+        text = read_regular_text(path, MAX_STATUS_BYTES)
         status = json.loads(text)
     except FileNotFoundError:
         raise UsageError(f"{path}: no status file; is govd running?") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the status: {exc.strerror}") from None
+    except ValueError as exc:
         raise UsageError(f"{path}: cannot read the status: {exc}") from None
     if args.json:
         print(text, end="")
         return 0
+    try:
+        lines = _status_lines(status)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{path}: not a govd status file ({type(exc).__name__}: {exc})") \
+            from None
+    print("\n".join(lines))
+    return 0
+
+
+def _status_lines(status: Any) -> list[str]:
     age_s = time.time() - float(status.get("written_unix_s", 0))
     loop = status.get("loop", {})
-    print(f"govd pid {status.get('pid')}, updated {age_s:.1f} s ago, "
-          f"{loop.get('ticks', 0)} ticks, {loop.get('overruns', 0)} overruns")
+    lines = [f"govd pid {status.get('pid')}, updated {age_s:.1f} s ago, "
+             f"{loop.get('ticks', 0)} ticks, {loop.get('overruns', 0)} overruns"]
     idle = status.get("idle") or {}
     if idle.get("idle") and idle.get("since_s") is not None:
         idled_s = float(status.get("loop_time_s", 0)) - float(idle["since_s"])
-        print(f"  idling for {idled_s:.0f} s (no frames, GPU not busy): lowest level, "
-              f"ticking every {idle.get('period_ms')} ms")
-    for device in status.get("devices", []):
-        print("  " + device_line(device))
-    for line in frame_source_lines(status.get("frame_source", {})):
-        print("  " + line)
-    return 0
+        lines.append(f"  idling for {idled_s:.0f} s (no frames, GPU not busy): lowest level, "
+                     f"ticking every {idle.get('period_ms')} ms")
+    lines += ["  " + device_line(device) for device in status.get("devices", [])]
+    lines += ["  " + line for line in frame_source_lines(status.get("frame_source", {}))]
+    return lines
 
 
 def frame_source_lines(report: dict[str, Any]) -> list[str]:

@@ -38,6 +38,9 @@ class DevfreqDevice(SysfsDevice):
             hz = sorted({int(word) for word in text.split()})
         except ValueError as exc:
             raise DeviceError(f"{self.path}/available_frequencies: cannot parse {text!r}") from exc
+        if not hz or hz[0] <= 0:
+            raise DeviceError(f"{self.path}/available_frequencies: no positive frequency listed "
+                              f"({text.strip()!r})")
         return np.asarray(hz, dtype=np.float64) / _HZ_PER_MHZ
 
     @property
@@ -53,7 +56,12 @@ class DevfreqDevice(SysfsDevice):
         return self._read("governor")
 
     def controllable(self) -> Controllability:
-        """Needs the ``userspace`` governor compiled in and write access to ``governor``."""
+        """Needs the ``userspace`` governor compiled in, write access to ``governor`` and a
+        list of levels."""
+        try:
+            _ = self.levels_mhz  # raises when there is none to choose from
+        except DeviceError as exc:
+            return Controllability(False, str(exc))
         available = self._read("available_governors").split()
         if USERSPACE not in available:
             return Controllability(

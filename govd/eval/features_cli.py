@@ -17,6 +17,7 @@ import numpy as np
 import yaml
 
 from govd.cli import UsageError, needs_extra
+from govd.formats.regular_file import MAX_TABLE_BYTES, read_regular
 from govd.formats.sweep import SweepFormatError, SweepTable, read_sweep
 from govd.formats.trace import COLUMNS as TRACE_COLUMNS
 from govd.formats.trace import RunTrace, TraceFormatError, read_trace
@@ -58,8 +59,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def load_input(path: str) -> SweepTable | RunTrace:
     """A sweep table or a run trace, by the first header line; raises UsageError when bad."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            header = next((line for line in f if line.strip() and not line.startswith("#")), "")
+        # A regular file of bounded size only: a FIFO or /dev/zero would hang or fill memory.
+        text = read_regular(path, MAX_TABLE_BYTES).decode("utf-8", "replace")
+        header = next((line for line in text.splitlines()
+                       if line.strip() and not line.startswith("#")), "")
         if header.split(",")[0].strip() == TRACE_COLUMNS[0]:
             return read_trace(path)
         return read_sweep(path)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from govd.formats.csv_numbers import PARSE_BLANK_LINE, PARSE_OK, format_rows, parse_rows
+from govd.formats.regular_file import MAX_TABLE_BYTES, read_regular
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -79,7 +79,7 @@ def read_sweep(path: str | os.PathLike[str]) -> SweepTable:
     """
     name = str(path)
     try:
-        data = Path(path).read_bytes()
+        data = read_regular(path, MAX_TABLE_BYTES)
     except OSError as exc:
         raise SweepFormatError(f"{name}: cannot read: {exc.strerror or exc}") from exc
     meta, columns, header_line, body_start = _read_preamble(data, name)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from govd.formats.regular_file import MAX_TABLE_BYTES, read_regular
 from govd.model.arrays import FloatArray
 
 COLUMNS = ("time_s", "frame_time_ms", "frame_count", "freq_mhz", "power_w")
@@ -47,7 +48,7 @@ def read_trace(path: str | Path) -> RunTrace:
     file that cannot be read."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_TABLE_BYTES)
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:

@@ -39,8 +39,11 @@ from typing import Any
 
 import numpy as np
 
+from govd.formats.regular_file import read_regular
 from govd.model.arrays import FloatArray
 
+MAX_PRIOR_BYTES = 64 << 20
+"""A prior file larger than this is refused (a fitted prior takes a few KiB). Units: bytes."""
 FORMAT = "govd-prior"
 VERSION = 1
 SEED_AFTER_SAMPLES = 4
@@ -163,7 +166,7 @@ def prior_from_json(doc: Any) -> Prior:
 def read_prior(path: str | os.PathLike[str]) -> Prior:
     """Read a prior file; raises `PriorFormatError` naming the file and what is wrong."""
     try:
-        doc = json.loads(Path(path).read_text())
+        doc = json.loads(read_regular(path, MAX_PRIOR_BYTES))
         return prior_from_json(doc)
     except OSError as exc:
         raise PriorFormatError(f"{path}: cannot read: {exc.strerror or exc}") from exc

@@ -29,7 +29,12 @@ _U32 = (1 << 32) - 1
 
 
 def _thresholds(upthreshold: int, downdifferential: int) -> tuple[int, int]:
-    """The thresholds in force: 0 means the default, as ``if (data->upthreshold)`` does."""
+    """The thresholds in force: 0 means the default, as ``if (data->upthreshold)`` does.
+    Raises TypeError for a non-integer (the kernel's are ``unsigned int``; 95.5 would only fail
+    later, inside the arithmetic of a tick)."""
+    for name, value in (("upthreshold", upthreshold), ("downdifferential", downdifferential)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"simple_ondemand {name} must be a whole number, got {value!r}")
     if upthreshold < 0 or downdifferential < 0:
         raise ValueError("simple_ondemand thresholds are unsigned, got "
                          f"upthreshold={upthreshold}, downdifferential={downdifferential}")

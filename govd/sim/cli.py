@@ -107,9 +107,13 @@ def describe_table(table: LevelTable) -> list[str]:
     return lines
 
 
+MAX_MINUTES = 24 * 60.0
+"""Longest workload simulated (a day): longer ones would only exhaust memory. Units: min."""
+
+
 def _check_minutes(minutes: float) -> None:
-    if not minutes > 0:
-        raise UsageError(f"--minutes must be positive, got {minutes:g}")
+    if not 0 < minutes <= MAX_MINUTES:
+        raise UsageError(f"--minutes must be in (0, {MAX_MINUTES:g}], got {minutes:g}")
 
 
 def _sweep(args: argparse.Namespace) -> int:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 FORGET_AFTER_S = 10.0
 """A sender silent this long is forgotten (its pid may be reused by another process). Units: s."""
+UNLIMITED = 1 << 62
+"""`Senders.allowance` with the limit disabled: more lines than any datagram holds."""
 
 
 @dataclass(slots=True)
@@ -30,6 +32,13 @@ class Senders:
         self.proc_root = proc_root
         self._known: dict[int, _Sender] = {}
 
+    def set_rate(self, rate_fps: float, burst: float) -> None:
+        """New limits (frames/s, frames); each sender's tokens are capped at the new burst."""
+        self.rate_fps = rate_fps
+        self.burst = max(burst, 1.0)
+        for sender in self._known.values():
+            sender.tokens = min(sender.tokens, self.burst)
+
     def _sender(self, pid: int, now_s: float) -> _Sender:
         sender = self._known.get(pid)
         if sender is None:
@@ -37,17 +46,28 @@ class Senders:
             self._known[pid] = sender
         return sender
 
-    def admit(self, pid: int, now_s: float) -> bool:
-        """Take one frame from ``pid``'s budget; False when the budget is spent."""
+    def allowance(self, pid: int, now_s: float) -> int:
+        """How many frames ``pid`` may send now (its whole tokens, refilled up to ``now_s``);
+        a large number when the limit is disabled. Take them with `spend`."""
         sender = self._sender(pid, now_s)
         elapsed_s = max(0.0, now_s - sender.last_s)
         sender.last_s = now_s
         if self.rate_fps <= 0:
-            return True
+            return UNLIMITED
         sender.tokens = min(self.burst, sender.tokens + elapsed_s * self.rate_fps)
-        if sender.tokens < 1.0:
+        return int(sender.tokens)
+
+    def spend(self, pid: int, frames: int) -> None:
+        """Take ``frames`` from ``pid``'s budget (after `allowance` said they were there)."""
+        sender = self._known.get(pid)
+        if sender is not None and self.rate_fps > 0:
+            sender.tokens = max(0.0, sender.tokens - frames)
+
+    def admit(self, pid: int, now_s: float) -> bool:
+        """Take one frame from ``pid``'s budget; False when the budget is spent."""
+        if self.allowance(pid, now_s) < 1:
             return False
-        sender.tokens -= 1.0
+        self.spend(pid, 1)
         return True
 
     def name(self, pid: int, now_s: float) -> str:

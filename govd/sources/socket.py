@@ -7,10 +7,16 @@ lines per datagram. Who sent a datagram comes from the kernel (``SO_PASSCRED``,
 - the socket file is ``0660 root:<group>``, so only root and the group can send at all;
 - an optional uid/gid allow-list (the gid is the sender's effective gid; supplementary groups are
   not visible in SCM_CREDENTIALS);
-- a token bucket per sender pid, so one process cannot starve the others;
-- a bound on the frames held until `drain` (``max_queue``; lines past it are dropped and
-  counted), and on the datagrams read per call, so a flood costs bounded time and memory; what is
-  left stays in the kernel's receive queue, and when that is full senders get EAGAIN, never govd.
+- a token bucket per sender pid, applied before parsing: a datagram's lines past its sender's
+  budget are counted, never parsed, so one process cannot starve the others nor the loop;
+- per tick (between two `drain`), bounds on the frames held (``max_queue``), the lines parsed
+  (twice that), the datagrams and the bytes read (``max_read_bytes``), and `receive` stops at a
+  deadline, so a flood costs bounded time and memory; what is left stays in the kernel's receive
+  queue, and when that is full senders get EAGAIN, never govd.
+
+The socket file is created with its mode (umask around bind) in a folder only root or govd may
+write (a sticky folder such as /tmp is accepted: there nobody may rename or remove our file),
+chowned without following links, and at close removed only if it is still the inode bound.
 
 The kernel queues at most ``net.unix.max_dgram_qlen`` datagrams (10 by default) for a Unix
 datagram socket, whatever its buffer size: read once per 50 ms tick, the socket would refuse
@@ -23,7 +29,6 @@ for the whole parse: a quarter of a 20 000 frames/s load was refused).
 from __future__ import annotations
 
 import contextlib
-import errno
 import grp
 import logging
 import os
@@ -44,6 +49,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PATH = Path("/run/govd/frames.sock")
 SOCKET_MODE = 0o660
+DRAIN_BUDGET_S = 0.004
+"""The most `drain` spends reading the kernel queue, inside the tick. Units: s."""
 _UCRED = struct.Struct("iII")  # struct ucred: pid_t pid; uid_t uid; gid_t gid
 
 
@@ -59,8 +66,9 @@ class SocketSource(FrameSource):
     ``rate_fps`` / ``burst`` the per-sender token bucket (frames/s, frames; 0 disables);
     ``max_queue`` the most frames one `drain` returns; ``max_datagram_bytes`` the receive size
     (longer datagrams are cut by the kernel and counted as ``truncated``); ``recv_buffer_bytes`` the
-    kernel receive buffer (SO_RCVBUF); ``proc_root`` where process names are read; ``clock``
-    the monotonic clock used by the rate limit (seconds).
+    kernel receive buffer (SO_RCVBUF); ``max_read_bytes`` the bytes read per tick;
+    ``proc_root`` where process names are read; ``clock`` the monotonic clock used by the rate
+    limit (seconds).
     """
 
     def __init__(
@@ -75,6 +83,7 @@ class SocketSource(FrameSource):
         max_queue: int = 4096,
         max_datagram_bytes: int = 65536,
         recv_buffer_bytes: int = 1 << 20,
+        max_read_bytes: int = 1 << 20,
         proc_root: str | Path = "/proc",
         clock: Callable[[], float] = time.monotonic,
         sock: socket.socket | None = None,
@@ -84,12 +93,17 @@ class SocketSource(FrameSource):
         self.allow_gids = frozenset(allow_gids)
         self.max_queue = max_queue
         self.max_datagram_bytes = max_datagram_bytes
+        self.max_read_bytes = max_read_bytes
         self._clock = clock
+        self._refill_budgets()
         self._senders = Senders(rate_fps, burst, Path(proc_root))
         self._counts: Counter[str] = Counter()
         self._queue: list[Frame] = []
-        self._owns_path = sock is None
-        self._sock = _bind(self.path, group) if sock is None else sock
+        self._bound: tuple[int, int] | None = None
+        """(st_dev, st_ino) of the socket file this source created; only that inode is removed."""
+        if sock is None:
+            sock, self._bound = _bind(self.path, group)
+        self._sock = sock
         self._sock.setblocking(False)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         with contextlib.suppress(OSError):  # the kernel caps it at net.core.rmem_max anyway
@@ -115,24 +129,41 @@ class SocketSource(FrameSource):
         fd = frames_fd(listen_fds(unset_environment=True))
         return None if fd is None else cls.from_fd(fd, **options)
 
+    def set_limits(self, *, allow_uids: Iterable[int], allow_gids: Iterable[int],
+                   rate_fps: float, burst: float, max_queue: int) -> None:
+        """Apply new sender limits (a configuration reload); parameters as for the constructor.
+        Budgets already granted keep their tokens, capped at the new burst."""
+        self.allow_uids = frozenset(allow_uids)
+        self.allow_gids = frozenset(allow_gids)
+        self.max_queue = max_queue
+        self._senders.set_rate(rate_fps, burst)
+
     def fileno(self) -> int:
         """The socket's fd, for callers that want to poll it."""
         return self._sock.fileno()
 
     @property
     def backlog_full(self) -> bool:
-        """True when the queue holds ``max_queue`` frames: `receive` reads nothing more until
-        the next `drain` (datagrams wait in the kernel meanwhile), so stop polling `fileno`."""
-        return len(self._queue) >= self.max_queue
+        """True when `receive` reads nothing more until the next `drain`: the queue holds
+        ``max_queue`` frames, or this tick's budget of datagrams, bytes or parsed lines is spent.
+        Datagrams wait in the kernel meanwhile (its senders get EAGAIN, never govd), so stop
+        polling `fileno`."""
+        return (len(self._queue) >= self.max_queue or self._datagrams_left <= 0
+                or self._bytes_left <= 0 or self._parse_left <= 0)
 
-    def receive(self, max_datagrams: int | None = None) -> int:
-        """Read the datagrams waiting in the kernel and queue their frames, until the queue is
-        full or ``max_datagrams`` were read (default ``4 * max_queue + 16``); returns the
-        datagrams read. Call it whenever `fileno` is readable."""
-        limit = 4 * self.max_queue + 16 if max_datagrams is None else max_datagrams
+    def receive(self, max_datagrams: int | None = None, until_s: float | None = None) -> int:
+        """Read the datagrams waiting in the kernel and queue their frames, until `backlog_full`,
+        ``max_datagrams`` were read, or the monotonic clock (`time.monotonic`, s) passes
+        ``until_s``; returns the datagrams read. Call it whenever `fileno` is readable.
+
+        Its cost is bounded whatever arrives: a datagram costs a copy and a split, and at most
+        its sender's rate budget of parsed lines (the rest is counted, never parsed)."""
+        limit = self._datagrams_left if max_datagrams is None else max_datagrams
         moved = 0
         now_s = self._clock()
         while not self.backlog_full and moved < limit:
+            if until_s is not None and moved and time.monotonic() >= until_s:
+                break
             try:
                 data, ancdata, flags, _ = self._sock.recvmsg(
                     self.max_datagram_bytes, self._cmsg_bytes
@@ -143,16 +174,26 @@ class SocketSource(FrameSource):
                 self._counts["receive_errors"] += 1
                 log.warning("frame socket %s: receive failed: %s", self.path, exc)
                 break
+            self._datagrams_left -= 1
+            self._bytes_left -= len(data)
             self._take(data, ancdata, flags, now_s, self._queue)
             moved += 1
         return moved
 
     def drain(self) -> list[Frame]:
-        """Every frame received since the last call (at most ``max_queue``), oldest first."""
-        self.receive()
+        """Every frame received since the last call (at most ``max_queue``), oldest first; reads
+        what waits in the kernel for at most `DRAIN_BUDGET_S` first. Starts the next tick's
+        budgets."""
+        self.receive(until_s=time.monotonic() + DRAIN_BUDGET_S)
         frames, self._queue = self._queue, []
         self._senders.forget_idle(self._clock())
+        self._refill_budgets()
         return frames
+
+    def _refill_budgets(self) -> None:
+        self._datagrams_left = 4 * self.max_queue + 16
+        self._bytes_left = self.max_read_bytes
+        self._parse_left = 2 * self.max_queue
 
     def _take(
         self,
@@ -173,20 +214,25 @@ class SocketSource(FrameSource):
         if flags & socket.MSG_TRUNC:
             counts["truncated"] += 1
             data = data[: data.rfind(b"\n") + 1]  # the cut line is incomplete; drop it
-        for raw in data.split(b"\n"):
-            if not raw.strip():
+        # Split in C, then parse in Python only as many lines as the sender may send now and
+        # this tick may still parse: the rest is counted by reason, never parsed, so a 64 KiB
+        # datagram of 16 000 lines costs what its sender's budget allows.
+        parts = data.split(b"\n")
+        total = len(parts) - parts.count(b"")
+        counts["lines"] += total
+        allowance = self._senders.allowance(pid, now_s)
+        budget = min(allowance, self._parse_left)
+        parsed = 0
+        for raw in parts:
+            if parsed >= budget or len(frames) >= self.max_queue:
+                break
+            if not raw:
                 continue
-            counts["lines"] += 1
+            parsed += 1
             try:
                 line = parse_frame_line(raw)
             except LineRejected as exc:
                 counts[f"dropped_{exc.reason}"] += 1
-                continue
-            if not self._senders.admit(pid, now_s):
-                counts["rate_limited"] += 1
-                continue
-            if len(frames) >= self.max_queue:
-                counts["queue_full"] += 1
                 continue
             frames.append(
                 Frame(
@@ -199,6 +245,13 @@ class SocketSource(FrameSource):
                 )
             )
             counts["accepted"] += 1
+        self._senders.spend(pid, parsed)
+        self._parse_left -= parsed
+        left = total - parsed
+        if left:
+            reason = ("queue_full" if len(frames) >= self.max_queue
+                      else "rate_limited" if parsed >= allowance else "over_budget")
+            counts[reason] += left
 
     def _allowed(self, uid: int, gid: int) -> bool:
         if not self.allow_uids and not self.allow_gids:
@@ -208,13 +261,16 @@ class SocketSource(FrameSource):
     def stats(self) -> dict[str, int]:
         """Counters: ``datagrams``, ``lines``, ``accepted``, ``dropped_<reason>`` (see
         `govd.sources.frame_line.REASONS`), ``rejected_sender``, ``rate_limited``, ``queue_full``,
-        ``truncated``, ``no_credentials``, ``receive_errors``."""
+        ``truncated``, ``no_credentials``, ``receive_errors``, ``over_budget`` (lines left
+        unparsed because the tick's parse budget was spent). ``lines`` counts the non-empty
+        newline-separated lines, parsed or not."""
         return dict(self._counts)
 
     def close(self) -> None:
-        """Close the socket, and remove its file if this source created it."""
+        """Close the socket, and remove its file if this source created it and it is still
+        the same inode (what another process put there since is not ours to remove)."""
         self._sock.close()
-        if self._owns_path:
+        if self._bound is not None and _inode(self.path) == self._bound:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
 
@@ -231,47 +287,94 @@ def _credentials(ancdata: list[tuple[int, int, bytes]], flags: int) -> tuple[int
     return 0, -1, -1
 
 
+class SocketSetupError(Exception):
+    """The frame socket cannot be created safely (one clear line)."""
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISSOCK(st.st_mode) else None
+
+
+def check_folder(folder: Path) -> None:
+    """Raise SocketSetupError unless only root or this user may add, rename or remove files in
+    ``folder``: owned by one of them, and writable by group or others only with the sticky bit
+    (as /tmp), where nobody may rename or remove another's file. Elsewhere whoever may write
+    there could swap the socket file for a link between bind and chown, or before the unlink."""
+    st = folder.stat()
+    if not stat.S_ISDIR(st.st_mode):
+        raise SocketSetupError(f"{folder}: not a folder; cannot create the frame socket there")
+    if st.st_uid not in (0, os.geteuid()):
+        raise SocketSetupError(f"{folder}: owned by uid {st.st_uid}, not root or govd's user; "
+                               "refusing to create the frame socket there")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        raise SocketSetupError(f"{folder}: writable by group or others without the sticky bit "
+                               f"(mode {stat.S_IMODE(st.st_mode):04o}); refusing to create the "
+                               "frame socket there")
+
+
 def _remove_stale(path: Path) -> None:
     try:
         mode = path.lstat().st_mode
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(mode):
-        raise FileExistsError(f"{path} exists and is not a socket; refusing to remove it")
+        raise SocketSetupError(f"{path} exists and is not a socket; refusing to remove it")
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
     try:
         probe.connect(str(path))
     except ConnectionRefusedError:
         path.unlink()  # nobody listens: a leftover of a previous run
         return
+    except OSError as exc:
+        raise SocketSetupError(f"{path}: cannot probe the old socket: {exc.strerror}") from None
     finally:
         probe.close()
-    raise OSError(errno.EADDRINUSE, f"another process is receiving on {path}")
+    raise SocketSetupError(f"another process is receiving on {path}")
 
 
-def _bind(path: Path, group: str | None) -> socket.socket:
+def _bind(path: Path, group: str | None) -> tuple[socket.socket, tuple[int, int]]:
+    """A datagram socket bound at ``path`` with mode `SOCKET_MODE` from the start, and the
+    (st_dev, st_ino) of its file. Raises SocketSetupError."""
     parent = path.parent
-    if not parent.exists():
-        parent.mkdir(parents=True)
-        os.chmod(parent, 0o755)
-    _remove_stale(path)
+    try:
+        if not parent.exists():
+            parent.mkdir(mode=0o755, parents=True)
+        check_folder(parent)
+        _remove_stale(path)
+    except SocketSetupError:
+        raise
+    except OSError as exc:
+        raise SocketSetupError(f"{parent}: {exc.strerror or exc}") from None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-    # Until the chmod below the file must not be writable by others; a umask of 0 would allow it.
-    # Start-up is single-threaded, so the process-wide umask change is safe here.
-    old_umask = os.umask(0o177)
+    # The kernel creates the file with 0777 & ~umask: the mode is right from the first instant,
+    # no chmod (which would follow a link swapped in meanwhile) is needed. Start-up is
+    # single-threaded, so the process-wide umask change is safe here.
+    old_umask = os.umask(0o777 & ~SOCKET_MODE)
     try:
         sock.bind(str(path))
-    except OSError:
+    except OSError as exc:
         sock.close()
-        raise
+        raise SocketSetupError(f"{path}: cannot bind the frame socket: {exc.strerror or exc}") \
+            from None
     finally:
         os.umask(old_umask)
-    os.chmod(path, SOCKET_MODE)
+    bound = _inode(path)
+    if bound is None:
+        sock.close()
+        raise SocketSetupError(f"{path}: replaced by something else than our socket right after "
+                               "bind; refusing to use it")
     if group and os.geteuid() == 0:
         try:
             gid = grp.getgrnam(group).gr_gid
         except KeyError:
             log.info("frame socket %s: group %r does not exist; left as root:root", path, group)
         else:
-            os.chown(path, 0, gid)
-    return sock
+            os.chown(path, 0, gid, follow_symlinks=False)
+            if _inode(path) != bound:  # swapped between our lstat and chown: not ours now
+                sock.close()
+                raise SocketSetupError(f"{path}: replaced while being set up; refusing to use it")
+    return sock, bound

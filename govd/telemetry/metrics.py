@@ -39,6 +39,11 @@ def _prometheus() -> Any:
     return prometheus_client
 
 
+def check_available() -> None:
+    """Raise `MetricsUnavailable` when prometheus-client is not installed."""
+    _prometheus()
+
+
 def check_listen_address(address: str, allow_non_loopback: bool = False) -> None:
     """Refuse a non-loopback `address` (IP literal or 'localhost') unless allowed."""
     if address == "localhost":

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.umockdev_required import needs_umockdev
 
 REPO = Path(__file__).resolve().parents[2]
 UMOCKDEV = REPO / "tests" / "umockdev"
 
 
-@pytest.mark.skipif(shutil.which("umockdev-run") is None, reason="umockdev-run not installed")
+@needs_umockdev
 def test_gpu_plugged_after_start_is_taken_through_the_udev_add_event(tmp_path, umockdev_tmpdir):
     env = dict(os.environ, PYTHONPATH=str(REPO), LD_PRELOAD="libumockdev-preload.so.0",
                TMPDIR=str(umockdev_tmpdir))

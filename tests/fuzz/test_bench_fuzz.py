@@ -49,3 +49,34 @@ def test_a_reader_that_raises_the_wrong_error_is_counted_as_a_crash(
     result = bench_fuzz.fuzz_tables(4, random.Random(0), tmp_path)
     assert result["counts"]["crashes"] == 4
     assert "KeyError: 'unit'" in result["tracebacks"][0]
+
+
+def test_quick_run_covers_state_files_status_files_and_the_command_line(
+    quick: dict[str, Any],
+) -> None:
+    for name in ("state_files", "status_files", "cli"):
+        counts = quick["sections"][name]["counts"]
+        assert counts["crashes"] == 0
+        assert sum(v for k, v in counts.items() if k.endswith(("_ok", "_refused"))) > 0
+    specials = quick["sections"]["state_files"]["counts"]
+    assert specials["special_fifo"] == specials["special_dev_zero"] == 2
+
+
+@pytest.mark.parametrize(("ran", "key"), [
+    ({"rc": 1, "output": "Traceback (most recent call last):\n", "rss_mb": 50, "hung": False},
+     "crash_status_traceback"),
+    ({"rc": 0, "output": "", "rss_mb": 5000, "hung": False}, "crash_status_memory"),
+    ({"rc": -9, "output": "", "rss_mb": 50, "hung": True}, "crash_status_hang"),
+    ({"rc": -11, "output": "", "rss_mb": 50, "hung": False}, "crash_status_exit"),
+    ({"rc": 2, "output": "govd status: no status file\n", "rss_mb": 50, "hung": False},
+     "status_refused"),
+])
+def test_a_command_that_hangs_eats_memory_or_prints_a_traceback_is_a_crash(
+    ran: dict[str, Any], key: str
+) -> None:
+    from bench import fuzz_cli
+
+    tally = fuzz_cli.Outcomes()
+    fuzz_cli.judge(tally, "status", ["status"], ran)
+    assert tally.counts[key] == 1
+    assert tally.counts["crashes"] == (0 if key == "status_refused" else 1)

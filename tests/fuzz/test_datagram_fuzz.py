@@ -90,7 +90,8 @@ def test_every_line_received_is_accepted_or_counted_under_one_reason(
     frames = src.drain()
     after = src.stats()
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-    outcomes = ["accepted", "rate_limited", "queue_full", *(f"dropped_{r}" for r in REASONS)]
+    outcomes = ["accepted", "rate_limited", "queue_full", "over_budget",
+                *(f"dropped_{r}" for r in REASONS)]
     assert delta.get("datagrams", 0) == len(datagrams)
     assert delta.get("lines", 0) == sum(delta.get(k, 0) for k in outcomes)
     assert delta.get("accepted", 0) == len(frames) <= src.max_queue

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from govd.sources.socket import SocketSource
+from govd.sources.socket import SocketSetupError, SocketSource
 
 
 @pytest.fixture
@@ -169,11 +169,11 @@ def test_stale_socket_file_is_replaced(sock_dir: Path) -> None:
 
 def test_live_socket_and_regular_file_are_not_removed(sock_dir: Path) -> None:
     first = make(sock_dir)
-    with pytest.raises(OSError, match="another process"):
+    with pytest.raises(SocketSetupError, match="another process"):
         make(sock_dir)
     first.close()
     (sock_dir / "frames.sock").write_text("precious")
-    with pytest.raises(FileExistsError, match="not a socket"):
+    with pytest.raises(SocketSetupError, match="not a socket"):
         make(sock_dir)
     assert (sock_dir / "frames.sock").read_text() == "precious"
 

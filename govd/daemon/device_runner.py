@@ -203,7 +203,7 @@ class DeviceRunner:
         self.last_busy = reading.busy
         power_w = self._meter.update(now_s, reading.energy_mj, reading.power_w)
         self._tick_energy_j(power_w, interval_s)
-        self._remember(now_s, reading, [], power_w, (math.nan, math.nan))
+        self._remember(now_s, reading, 0.0, math.nan, power_w, (math.nan, math.nan))
         self.counts["idle_ticks"] += 1
         governor = self.governor
         low = governor.lo

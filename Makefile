@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.govd-installed
 
 setup: $(STAMP) container-tools
 
-# tests/systemd boots a real systemd in a container with systemd-nspawn (systemd-container). It
+# tests/pid1 boots a real systemd in a container with systemd-nspawn (systemd-container). It
 # can only run as root, so only root gets it installed; others skip that suite with its reason.
 container-tools:
 	@if ! command -v systemd-nspawn >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
@@ -111,7 +111,7 @@ install: setup
 
 # What install does to the running system once the files are in place (not when staging with
 # DESTDIR): the group, the MangoHud folder (govd.tmpfiles), then systemd rereads its units.
-# tests/systemd runs this target inside a container where a staged tree has been put in place.
+# tests/pid1 runs this target inside a container where a staged tree has been put in place.
 install-system:
 	systemd-sysusers govd.conf 2>/dev/null || getent group govd >/dev/null || groupadd --system govd
 	systemd-tmpfiles --create govd.conf 2>/dev/null || install -d -m 3770 -g govd /var/lib/govd/mangohud

@@ -1,4 +1,4 @@
-"""Running the Makefile's install targets from tests (tests/test_install.py, tests/systemd)."""
+"""Running the Makefile's install targets from tests (tests/test_install.py, tests/pid1)."""
 
 from __future__ import annotations
 

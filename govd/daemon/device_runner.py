@@ -35,6 +35,7 @@ from govd.daemon.record import TraceRecorder
 from govd.device.base import Device, DeviceError, DeviceGone, Reading
 from govd.device.energy import EnergyMeter
 from govd.governor import Governor, Sample
+from govd.model.tick import STRESS_RESET
 from govd.sources.base import Frame
 from govd.sources.busy import BusySource
 from govd.target import Target
@@ -164,11 +165,13 @@ class DeviceRunner:
             )
         )
         self._predicted_ms = float(decision.outlook.time_ms[decision.level])
-        if decision.fallback is not None:
+        if decision.model_flags & STRESS_RESET:
+            # One line per reset (a reset during the grace counts as a repeat); not one per
+            # tick of the fallback that follows it.
             self.limiter.warn((self.name, "model"), now_s, f"{self.name}: model reset "
                               f"({decision.fallback}); the fallback policy decides while it "
                               "relearns", condition=decision.fallback)
-        else:
+        elif decision.fallback is None:
             self.limiter.clear((self.name, "model"), now_s)
         switched = self._apply(now_s, decision.freq_mhz, decision.mem_freq_mhz)
         self.counts["ticks"] += 1

@@ -1,4 +1,5 @@
-"""The daemon's side of model stress: one warning per episode, and the status shows it."""
+"""The daemon's side of model stress: one warning per reset (resets in a row are one episode),
+and the status shows it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from govd.model.stress import JUMP
 from tests.daemon.test_device_runner import PERIOD_S, make_runner, run_ticks
 
 
-def test_model_stress_is_logged_once_per_episode_and_shown_in_status(tmp_path, caplog):
+def _stress_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "model reset (jump)" in r.getMessage()]
+
+
+def test_one_model_reset_is_one_line_not_one_per_fallback_tick(tmp_path, caplog):
     caplog.set_level(logging.WARNING, logger="govd")
     runner, _, _ = make_runner(tmp_path, [0])
     governor = runner.governor
@@ -19,9 +24,23 @@ def test_model_stress_is_logged_once_per_episode_and_shown_in_status(tmp_path, c
     assert runner.status()["fallback"] == JUMP
     run_ticks(runner, 20, start_s=1.0)
     assert runner.status()["fallback"] is None
-    lines = [r.getMessage() for r in caplog.records if "model reset (jump)" in r.getMessage()]
+    assert len(_stress_lines(caplog)) == 1
+
+
+def test_resets_in_a_row_are_one_episode_with_their_count(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="govd")
+    runner, _, _ = make_runner(tmp_path, [0])
+    governor = runner.governor
+    governor.fallback_grace_s = 10 * PERIOD_S
+    conditions = iter([JUMP, None, JUMP, None, JUMP])
+    governor.stress.observe = lambda *args: next(conditions, None)  # type: ignore[method-assign]
+    run_ticks(runner, 5)
+    assert runner.status()["fallback"] == JUMP
+    run_ticks(runner, 20, start_s=1.0)
+    lines = _stress_lines(caplog)
     assert len(lines) == 2, "one when it starts, one (with the count) when it ends"
-    assert "repeated" not in lines[0] and "(ended)" in lines[1]
+    assert "repeated" not in lines[0]
+    assert "repeated 2 times" in lines[1] and "(ended)" in lines[1]
 
 
 def test_stress_thresholds_come_from_the_model_stress_section(tmp_path):

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.installing import REPO, install_python, make
-from tests.systemd.container import Container, why_no_container
+from tests.pid1.container import Container, why_no_container
 
 UNITS = Path(__file__).resolve().parent / "units"
 SIM_ROOT = "/srv/govd-sim"

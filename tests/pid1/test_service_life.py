@@ -6,7 +6,7 @@ the test sets before govd takes the device, different from the simulator's defau
 
 from __future__ import annotations
 
-from tests.systemd.conftest import (
+from tests.pid1.conftest import (
     CONFIG,
     DROPINS,
     SIM_DEVICE,
@@ -17,7 +17,7 @@ from tests.systemd.conftest import (
     sim_files,
     wait_for,
 )
-from tests.systemd.container import Container
+from tests.pid1.container import Container
 
 GOVERNED = "userspace"
 """The devfreq governor govd sets on a device it governs."""

@@ -8,14 +8,14 @@ import json
 import re
 from pathlib import Path
 
-from tests.systemd.conftest import (
+from tests.pid1.conftest import (
     SUMMARY_INTERVAL_S,
     journal,
     main_pid,
     show,
     wait_for,
 )
-from tests.systemd.container import Container
+from tests.pid1.container import Container
 from tests.test_unit_files import analyze, exposure, units_with_stand_in
 
 SOCKET = "/run/govd/frames.sock"
@@ -128,7 +128,11 @@ def test_numba_compiles_and_loads_its_cache_under_the_syscall_filter(govd: Conta
     # ... and that process runs under the unit's seccomp filter (mode 2: filtered).
     seccomp = govd.sh(f"grep ^Seccomp: /proc/{main_pid(govd)}/status").split()
     assert seccomp == ["Seccomp:", "2"]
-    errors = journal(govd, "-p", "warning", f"_PID={main_pid(govd)}")
+    # Nothing in its journal says the sandbox got in the way. A model-stress reset (its
+    # GOVD_CONDITION field) is about the workload the simulator sends, not about the sandbox:
+    # the seed form's RLS can, rarely, reset in a steady game (seen once in CI).
+    errors = [e for e in journal(govd, "-p", "warning", f"_PID={main_pid(govd)}")
+              if "GOVD_CONDITION" not in e]
     assert not errors, [e["MESSAGE"] for e in errors]
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.systemd.conftest import CONFIG, SOURCE, installed, show, sim_files, wait_for
-from tests.systemd.container import Container
-from tests.systemd.test_service_life import GOVERNED
+from tests.pid1.conftest import CONFIG, SOURCE, installed, show, sim_files, wait_for
+from tests.pid1.container import Container
+from tests.pid1.test_service_life import GOVERNED
 
 
 def test_make_uninstall_stops_govd_restores_the_device_and_removes_what_install_added(

@@ -31,6 +31,10 @@ def test_install_lays_out_service_and_uninstall_reverses_it(tmp_path: Path) -> N
     version = subprocess.run([str(stage / "opt/govd/bin/python"), "-m", "govd", "--version"],
                              capture_output=True, text=True, timeout=120)
     assert version.stdout.startswith("govd ")
+    # offline fitting's scipy stays out of the service (numba imports it whenever it is there)
+    scipy = subprocess.run([str(stage / "opt/govd/bin/python"), "-c", "import scipy"],
+                           capture_output=True, text=True, timeout=120)
+    assert scipy.returncode != 0 and "No module named 'scipy'" in scipy.stderr
     # The staged venv runs once in place at /opt/govd: no script points back into the stage.
     assert (stage / "opt/govd/bin/govd").read_text().startswith("#!/opt/govd/bin/python\n")
     assert not subprocess.run(["grep", "-rlI", str(stage), str(stage / "opt/govd/bin")],

@@ -3,6 +3,8 @@ fit makes of ../shared/data."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -133,3 +135,30 @@ def test_pooled_sweeps_fit_every_unit(tmp_path: Path) -> None:
     assert main(["sim", "fit", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--name", "x",
                  "-o", str(tmp_path / "t.json")]) == 0
     assert read_table(tmp_path / "t.json").provenance["fit"]["units"] == 13
+
+
+@pytest.mark.parametrize("command", [["sim", "fit", "k.csv", "--name", "x", "-o", "t.json"],
+                                     ["sim", "fit-games", "-o", "g.json"]])
+def test_fitting_without_scipy_names_the_extra_in_one_line(
+        command: list[str], tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    # scipy lives in the `fit` extra (the service venv has no use for it): a bare install must
+    # say what to install, not end in an ImportError traceback
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    assert main(command) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "needs scipy" in err and "govd[fit]" in err
+    assert not (tmp_path / command[-1]).exists()
+
+
+def test_simulating_needs_no_scipy(tmp_path: Path) -> None:
+    # a fresh interpreter: this file's own imports have loaded govd.sim.fit (and scipy) already
+    code = ("import sys; sys.modules['scipy'] = None\n"
+            "from govd.cli import main\n"
+            "sys.exit(main(['sim', 'sweep', '--scenario', 'gpgpu', '--minutes', '0.05', "
+            f"'-o', {str(tmp_path / 's.csv')!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "s.csv").stat().st_size > 0

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from govd.cli import UsageError
+from govd.cli import UsageError, needs_extra
 from govd.formats.sweep import SweepFormatError, SweepTable, read_sweep, write_sweep
-from govd.sim.fit import FitError, fit_table, pool_sweeps
 from govd.sim.gpu import SCENARIOS, simulate
 from govd.sim.levels import LEVEL_TABLES, LevelTable, LevelTableError, level_table, write_table
 from govd.sim.nvdvfs import GPUS, NvDvfsError, default_data_dir, kernel_sweep, nvdvfs_sweep
@@ -150,6 +149,9 @@ def _from_nvdvfs(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    needs_extra("scipy", "fit", "govd sim fit")
+    from govd.sim.fit import FitError, fit_table, pool_sweeps
+
     sweeps = []
     for path in args.sweeps:
         try:
@@ -173,6 +175,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _fit_games(args: argparse.Namespace) -> int:
+    needs_extra("scipy", "fit", "govd sim fit-games")
     from govd.sim.games import GamesDataError, default_data_file, fit_games
 
     try:

@@ -110,3 +110,26 @@ def test_no_probe_into_a_level_the_model_confidently_calls_too_slow() -> None:
     # the same prediction, but barely known: probed once the wait is over
     vague = _spread_view([1.2, 1.0], [0.5, 1.0], [0.2, 0.01], 1, target)
     assert 0 in [EnergyPolicy(probe_ticks=2).decide(vague) for _ in range(5)]
+
+
+def test_the_seed_form_keeps_probing_at_a_fixed_cadence() -> None:
+    """A model without a spread (the seed form) learns its scaling only from probes: the wait
+    between them must not grow when a probe changes nothing (it left the seed form at the top
+    level for good on a calibrated game scene)."""
+    policy = EnergyPolicy(probe_ticks=4)
+    # level 2 is predicted to fit the deadline (20 ms) and to cost more: the choice stays 3
+    v = view([30, 25, 15, 10], [5, 6, 9, 8], current=3)
+    picks = [policy.decide(v) for _ in range(200)]
+    probes = [i for i, level in enumerate(picks) if level == 2]
+    assert len(probes) >= 35
+    assert max(np.diff(probes)) <= 5
+
+
+def test_a_model_that_gives_its_spread_probes_less_often_when_probes_teach_nothing() -> None:
+    target = Target(max_slowdown=0.10)
+    policy = EnergyPolicy(probe_ticks=4)
+    # level 0 barely known to miss the budget (a probe may still show it fits), cheaper
+    v = _spread_view([1.09, 1.0], [0.8, 1.0], [0.014, 0.01], 1, target)
+    picks = [policy.decide(v) for _ in range(400)]
+    gaps = np.diff([i for i, level in enumerate(picks) if level == 0])
+    assert gaps[-1] > 4 * gaps[0]

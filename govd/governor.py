@@ -219,6 +219,7 @@ class Governor:
             sensitivity_ms_per_mhz=model.sensitivity_ms_per_mhz,
             model_ready=model.ready,
             time_error=math.sqrt(self._error_sq),
+            frame_time_ms=sample.frame_time_ms,
             time_sd_now=getattr(model, "time_sd_now", None),
             time_sd_top=getattr(model, "time_sd_top", None),
             busy=busy,

@@ -66,7 +66,9 @@ def test_bounds_are_respected() -> None:
 
 
 @pytest.mark.parametrize("kwargs", [{"margin": -0.1}, {"margin": 1.0}, {"hysteresis": math.nan},
-                                    {"error_weight": -1.0}])
+                                    {"error_weight": -1.0}, {"miss_budget": 0.0},
+                                    {"miss_budget": 0.5}, {"margin_rate": math.inf},
+                                    {"margin_rate": -0.1}])
 def test_invalid_parameters_are_refused(kwargs) -> None:
     with pytest.raises(ValueError):
         EnergyPolicy(**kwargs)
@@ -133,3 +135,48 @@ def test_a_model_that_gives_its_spread_probes_less_often_when_probes_teach_nothi
     picks = [policy.decide(v) for _ in range(400)]
     gaps = np.diff([i for i, level in enumerate(picks) if level == 0])
     assert gaps[-1] > 4 * gaps[0]
+
+
+def _run(policy, times, energy, frame_ms, ticks, time_error=0.05):
+    """``ticks`` decisions, each next view reporting the level that ran and ``frame_ms`` for it
+    (a function of that level); returns the levels chosen."""
+    current, picks = 3, []
+    for _ in range(ticks):
+        v = view(times, energy, current=current, time_error=time_error)
+        v.frame_time_ms = frame_ms(current) if picks else math.nan
+        current = policy.decide(v)
+        picks.append(current)
+    return picks
+
+
+def test_missed_deadlines_widen_the_margin_until_they_stop() -> None:
+    # deadline 20 ms, margin 2 x 5 %: level 1 (18 ms) just fits; its frames all miss
+    policy = EnergyPolicy(probe_ticks=0)
+    picks = _run(policy, [30, 18, 17, 10], [5, 6, 7, 8], lambda level: 21.0, 10)
+    assert picks[0] == 1
+    assert picks[-1] == 2  # three misses moved it
+
+
+def test_deadlines_made_narrow_the_margin_to_what_the_work_needs() -> None:
+    # level 1 (18.8 ms) is outside the 10 % margin; every frame makes the deadline by far
+    policy = EnergyPolicy(probe_ticks=0)
+    picks = _run(policy, [30, 18.8, 17, 10], [5, 6, 7, 8], lambda level: 15.0, 3000)
+    assert picks[0] == 2
+    assert picks[-1] == 1
+    fixed = _run(EnergyPolicy(probe_ticks=0, margin_rate=0.0), [30, 18.8, 17, 10],
+                 [5, 6, 7, 8], lambda level: 15.0, 3000)
+    assert set(fixed) == {2}
+
+
+def test_a_missed_frame_at_a_probe_or_at_the_top_does_not_widen_the_margin() -> None:
+    # probes into level 1 (predicted to fit the deadline, outside the margin) miss every time:
+    # they are meant to find that out, the margin was not too thin
+    policy = EnergyPolicy(probe_ticks=3)
+    picks = _run(policy, [25, 19, 17, 10], [5, 6, 7, 8],
+                 lambda level: 21.0 if level == 1 else 15.0, 400)
+    assert picks.count(1) > 50 and set(picks) == {1, 2}
+    assert policy._scale < 1.0
+    # nothing but the top fits, and its frames miss: no margin can help
+    policy = EnergyPolicy(probe_ticks=0)
+    assert set(_run(policy, [30, 25, 22, 10], [5, 6, 7, 8], lambda level: 21.0, 100)) == {3}
+    assert policy._scale == 1.0

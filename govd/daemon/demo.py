@@ -137,7 +137,9 @@ def report(governed: dict[str, Any], twins: dict[str, dict[str, Any] | None]) ->
     for name, s in runs.items():
         if name != "govd" and s["energy_j"] > 0:
             saving = 100.0 * (1.0 - e / s["energy_j"])
-            lines.append(f"  govd against {name}: {saving:+.1f} % energy, missed deadlines "
+            # in words: a signed "+28 % energy" read as govd using more
+            spent = f"{saving:.1f} % less" if saving >= 0 else f"{-saving:.1f} % more"
+            lines.append(f"  govd against {name}: {spent} energy, missed deadlines "
                          f"{_missed_pct(governed):.1f} % against {_missed_pct(s):.1f} %")
         if name != "govd" and abs(governed["sim_s"] - s["sim_s"]) > 1.0:
             lines.append(f"  ({name} ran {s['sim_s']:.0f} s against {governed['sim_s']:.0f} s; "

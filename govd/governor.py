@@ -62,6 +62,9 @@ class Sample:
     """The model's counters, in `ModelSettings.counters` order."""
     mem_freq_mhz: float = math.nan
     """Memory clock that actually ran, with two clock domains (NaN otherwise). Units: MHz."""
+    late_share: float = math.nan
+    """Share of the tick's frames that took longer than the frame deadline, 0..1; NaN lets
+    the governor judge the mean frame time (right for one frame per tick, as in a replay)."""
 
 
 @dataclass(slots=True)
@@ -219,7 +222,7 @@ class Governor:
             sensitivity_ms_per_mhz=model.sensitivity_ms_per_mhz,
             model_ready=model.ready,
             time_error=math.sqrt(self._error_sq),
-            frame_time_ms=sample.frame_time_ms,
+            late_share=self._late_share(sample),
             time_sd_now=getattr(model, "time_sd_now", None),
             time_sd_top=getattr(model, "time_sd_top", None),
             busy=busy,
@@ -236,6 +239,17 @@ class Governor:
         mem_mhz = None if self.mem_levels_mhz is None else float(self.mem_levels_mhz[level])
         return Decision(level, self._levels[level], view, flags,
                         fallback=self.fallback_reason, mem_freq_mhz=mem_mhz)
+
+    def _late_share(self, sample: Sample) -> float:
+        """The sample's share of late frames, else whether its mean frame was late; NaN
+        without frames or without a frame-rate target."""
+        if self.target.fps is None or not sample.frame_count > 0:
+            return math.nan
+        if math.isfinite(sample.late_share):
+            return sample.late_share
+        if not math.isfinite(sample.frame_time_ms):
+            return math.nan
+        return 1.0 if sample.frame_time_ms > self.target.deadline_ms else 0.0
 
     def _seed_from_prior(self, flags: int, sample: Sample) -> None:
         """Feed the prior's seeder; a model reset (numeric or stress) starts it over."""

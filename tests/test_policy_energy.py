@@ -143,7 +143,8 @@ def _run(policy, times, energy, frame_ms, ticks, time_error=0.05):
     current, picks = 3, []
     for _ in range(ticks):
         v = view(times, energy, current=current, time_error=time_error)
-        v.frame_time_ms = frame_ms(current) if picks else math.nan
+        late = frame_ms(current) > 20.0  # Target(fps=50)
+        v.late_share = float(late) if picks else math.nan
         current = policy.decide(v)
         picks.append(current)
     return picks

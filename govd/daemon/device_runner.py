@@ -149,7 +149,10 @@ class DeviceRunner:
         frame_count = sum(f.count for f in frames)
         frame_time_ms = (sum(f.gpu_time_ms * f.count for f in frames) / frame_count
                          if frame_count > 0 else math.nan)
-        self.governor.target = self._target_for(frames)
+        target = self.governor.target = self._target_for(frames)
+        late_share = (sum(f.count for f in frames if f.gpu_time_ms > target.deadline_ms)
+                      / frame_count if target.fps is not None and frame_count > 0
+                      else math.nan)
         power_w = self._meter.update(now_s, reading.energy_mj, reading.power_w)
         tick_energy_j = self._tick_energy_j(power_w, interval_s)
         counters = _NO_COUNTERS if not self.settings.counters else np.array(
@@ -162,6 +165,7 @@ class DeviceRunner:
                 freq_mhz=reading.freq_mhz, frame_time_ms=frame_time_ms,
                 frame_count=round(frame_count), interval_s=interval_s, busy=reading.busy,
                 power_w=power_w, counters=counters, mem_freq_mhz=reading.mem_freq_mhz,
+                late_share=late_share,
             )
         )
         self._predicted_ms = float(decision.outlook.time_ms[decision.level])

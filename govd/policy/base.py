@@ -61,9 +61,9 @@ class Outlook:
     time_sd_top: FloatArray | None = None
     """Standard deviation of each level's predicted log(t(level) / t(fastest level)); None
     where the model does not say."""
-    frame_time_ms: float = float("nan")
-    """Frame time measured over the tick that just ended, at ``current`` (NaN: no frame).
-    Units: ms."""
+    late_share: float = float("nan")
+    """Share of the frames completed in the tick that just ended, at ``current``, that took
+    longer than the frame deadline, 0..1 (NaN: no frame, or no frame-rate target)."""
     mem_levels_mhz: FloatArray | None = None
     """With two clock domains, the memory clock of each level (levels are then (core, memory)
     pairs sorted by core then memory clock); None with one. Units: MHz."""

@@ -18,9 +18,10 @@ grown under a deadline to ``error_weight`` times the recent RMS error.
 
 Under a frame deadline those margins are scaled by what they achieve: after every tick that
 ran a level the policy chose below the fastest allowed one (probes excluded: they are meant to
-find out), the scale rises by ``margin_rate`` when the frame missed the deadline and falls by
-``margin_rate · miss_budget / (1 − miss_budget)`` when it made it, so misses settle at
-``miss_budget`` of such ticks whatever the work's frame-to-frame noise (a fixed number of
+find out), the scale rises by ``margin_rate`` per frame that missed the deadline (in share of
+the tick's frames) and falls by ``margin_rate · miss_budget / (1 − miss_budget)`` per frame
+that made it, so misses settle at ``miss_budget`` of such frames whatever the work's
+frame-to-frame noise (a fixed number of
 standard deviations was too tight on noisy scenes and too loose on steady ones: on the
 calibrated mobile suite, 2 RMS cost 5.6 % over the oracle on art3 while 1 RMS gave game-heavy
 +2.9 pp of misses). The scale stays within [1/4, 4] and starts at 1.
@@ -116,14 +117,12 @@ class EnergyPolicy:
 
     def _learn_margin(self, view: Outlook) -> None:
         """Scale the deadline margins by whether the last judged frame made the deadline."""
-        if not (self._judged and self.margin_rate and view.target.fps is not None
-                and math.isfinite(view.frame_time_ms) and view.current == self._level):
+        late = view.late_share
+        if not (self._judged and self.margin_rate and math.isfinite(late)
+                and view.current == self._level):
             return
-        if view.frame_time_ms > view.target.deadline_ms:
-            step = self.margin_rate
-        else:
-            step = -self.margin_rate * self.miss_budget / (1.0 - self.miss_budget)
-        self._scale = min(max(self._scale + step, 0.25), 4.0)
+        made = (1.0 - late) * self.miss_budget / (1.0 - self.miss_budget)
+        self._scale = min(max(self._scale + self.margin_rate * (late - made), 0.25), 4.0)
 
     def _decide(self, view: Outlook) -> int:
         choice = self._choose(view)

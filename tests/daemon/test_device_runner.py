@@ -146,6 +146,21 @@ def test_missing_counters_reach_the_model_as_nan(tmp_path):
     assert seen[0].frame_time_ms == 8.0 and seen[0].busy == 0.5
 
 
+def test_the_governor_is_told_the_share_of_frames_past_the_deadline(tmp_path):
+    # 60 FPS: a 16.67 ms deadline. One late frame of three is a third late, though the
+    # mean (13.3 ms) made it; a sampled row counts for the frames it stands for.
+    runner, _, _ = make_runner(tmp_path, [2])
+    seen = []
+    step = runner.governor.step
+    runner.governor.step = lambda sample: seen.append(sample) or step(sample)  # type: ignore
+    run_ticks(runner, 1, frames=[Frame(10.0), Frame(10.0), Frame(20.0)])
+    run_ticks(runner, 1, start_s=1.0, frames=[Frame(20.0, count=3.0), Frame(10.0)])
+    run_ticks(runner, 1, start_s=2.0)
+    assert seen[0].late_share == pytest.approx(1 / 3)
+    assert seen[1].late_share == pytest.approx(3 / 4)
+    assert math.isnan(seen[2].late_share)
+
+
 def test_application_target_follows_the_busiest_sender(tmp_path):
     apps = {"game": Target(fps=144)}
     runner, _, _ = make_runner(tmp_path, [2], apps=apps)

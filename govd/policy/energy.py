@@ -40,8 +40,8 @@ and govd ran as `performance`; optimistic energy made it learn (110 pairs) at 2.
 48 of 49 of them the unit after a change of work, none a probe. Refusing levels that a share of
 recently predicted curves misses, weighted by how often the curve moved, took them to 0.3 % but
 saved nothing (1.041x) and cost the V100 rows (v100-sim 1.052 -> 1.069x), so neither is in: the
-hedged causal reference of `govd.eval.reference` (1.040x there) says little is to be had at 10
-% when the work changes every few units. With a model that says what it knows, a probe that
+hedged causal reference of `govd.eval.reference` (1.040x there) says little is to be had at
+10 % when the work changes every few units. With a model that says what it knows, a probe that
 leaves the choice as it was doubles the wait before the next one (up to 64 × ``probe_ticks``);
 a new choice starts it afresh. The seed form does not say, and learns how its work scales only
 from such probes (one tick moves its eq. 10 little): it keeps probing every ``probe_ticks``.

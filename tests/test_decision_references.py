@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from govd.eval.reference import mean_curve_levels, phase_starts, safe_reference_levels
+from govd.eval.reference import (
+    hedged_reference_levels,
+    mean_curve_levels,
+    phase_starts,
+    safe_reference_levels,
+)
 from govd.eval.score import violations
 from govd.formats.sweep import SweepTable
 from govd.model.scaling_selection import scaling_counters
@@ -15,10 +20,13 @@ from govd.target import Target
 LEVELS = np.array([500.0, 700.0, 900.0, 1100.0])
 
 
-def two_phase_table(noise: float, units: int = 400, seed: int = 0) -> SweepTable:
-    """A memory-bound phase (time flat in f) then a compute-bound one (time ∝ 1/f)."""
+def two_phase_table(noise: float, units: int = 400, seed: int = 0,
+                    phase_units: int | None = None) -> SweepTable:
+    """A memory-bound phase (time flat in f) then a compute-bound one (time ∝ 1/f); with
+    ``phase_units`` the two alternate every that many units."""
     rng = np.random.default_rng(seed)
-    share = np.where(np.arange(units) < units // 2, 0.05, 0.95)[:, None]
+    phase_units = phase_units or units // 2
+    share = np.where(np.arange(units) // phase_units % 2 == 0, 0.05, 0.95)[:, None]
     time_ms = (1 - share + share * LEVELS[-1] / LEVELS) * rng.lognormal(0, noise, (units, 4))
     power_w = (30 + 70 * (LEVELS / LEVELS[-1]) ** 2) * rng.lognormal(0, noise, (units, 4))
     return SweepTable(LEVELS, time_ms, power_w)
@@ -50,6 +58,23 @@ def test_safe_reference_keeps_its_violations_inside_the_budget() -> None:
     assert missed[units, safe].mean() <= allowed
     assert margin >= 0.0
     assert (safe >= plain).all(), "a margin only ever raises the level"
+
+
+def test_hedged_reference_stays_in_the_budget_where_work_changes_every_few_units() -> None:
+    """The lag-1 reference runs the unit after a change of work at the level of the work
+    before: memory-bound work's lowest clock runs compute-bound work 2.2x slower, a miss at
+    every change to compute-bound work. The hedged reference only takes levels few phases
+    miss at."""
+    table = two_phase_table(noise=0.005, phase_units=3)
+    target = Target(max_slowdown=0.1)
+    units = np.arange(table.units)
+    missed = violations(table, target)
+    budget = missed[units, oracle_levels(table, target, 0.0)].mean() + 0.01
+    lagged = mean_curve_levels(table, target, 0.0, lag=1)
+    assert missed[units, lagged].mean() > 0.15  # one unit in six
+    hedged, q = hedged_reference_levels(table, target, 0.0)
+    assert missed[units, hedged].mean() <= budget
+    assert q < 0.5
 
 
 def test_selection_keeps_the_counter_that_tells_how_work_scales() -> None:

@@ -15,8 +15,9 @@ from govd.governor import Governor, Sample
 from govd.model import pairs
 from govd.model import tick as k
 from govd.model.predict import sensitivity_ref
+from govd.model.scaling_model import ScalingModel
 from govd.model.settings import ModelSettings
-from govd.model.two_domain import TwoDomainModel
+from govd.model.two_domain import TwoDomainModel, level_rows
 from govd.policy.base import Outlook
 from govd.policy.energy import EnergyPolicy
 from govd.policy.static import Performance
@@ -100,6 +101,28 @@ def test_pairs_must_come_sorted_by_core_then_memory() -> None:
         TwoDomainModel(CORES[::-1], MEMS[::-1])
     with pytest.raises(ValueError, match="one memory clock per core clock"):
         TwoDomainModel(CORES, MEMS[:3])
+
+
+@pytest.mark.parametrize("cores,mems,message", [
+    (CORES[::-1], MEMS[::-1], "sorted by core then memory"),
+    (CORES, MEMS[:3], "one memory clock per core clock"),
+    (CORES * np.nan, MEMS, "positive and finite"),
+])
+def test_both_model_forms_refuse_the_same_bad_pairs(cores, mems, message) -> None:
+    """One check (`level_rows`) serves the seed form and the scaling form."""
+    with pytest.raises(ValueError, match=message):
+        TwoDomainModel(cores, mems)
+    with pytest.raises(ValueError, match=message):
+        ScalingModel(cores, mem_levels_mhz=mems)
+
+
+def test_both_model_forms_derive_g_from_a_published_voltage_table_alike() -> None:
+    volts = tuple(0.6 + 0.1 * i for i in range(np.unique(CORES).size))
+    settings = ModelSettings(volts=volts)
+    seed = TwoDomainModel(CORES, MEMS, settings)
+    scaling = ScalingModel(CORES, settings, mem_levels_mhz=MEMS)
+    np.testing.assert_array_equal(scaling.lv, level_rows(CORES, MEMS, settings))
+    np.testing.assert_array_equal(scaling.lv, np.asarray(seed.lv)[:4])
 
 
 def test_decision_carries_the_memory_clock_of_the_chosen_pair() -> None:

@@ -41,32 +41,8 @@ class TwoDomainModel(OnlineModel):
     def _level_table(self, levels_mhz: Sequence[float] | FloatArray, settings: ModelSettings
                      ) -> FloatArray:
         """Level rows [core MHz, g(fc), memory MHz, fm/fm_max] after checking the pairs."""
-        cores = np.asarray(levels_mhz, dtype=np.float64)
-        mems = self.mem_levels_mhz
-        if cores.ndim != 1 or mems.shape != cores.shape:
-            raise ValueError("need one memory clock per core clock")
-        if not 2 <= cores.size <= MAX_LEVELS:
-            raise ValueError(f"need 2..{MAX_LEVELS} (core, memory) pairs, got {cores.size}")
-        if not (np.all(np.isfinite(cores)) and np.all(np.isfinite(mems)) and cores.min() > 0
-                and mems.min() > 0):
-            raise ValueError("clocks must be positive and finite")
-        order = np.lexsort((mems, cores))
-        same = (np.diff(cores) == 0) & (np.diff(mems) == 0)
-        if not np.array_equal(order, np.arange(cores.size)) or same.any():
-            raise ValueError("pairs must be sorted by core then memory clock, none twice")
-        distinct = np.unique(cores)
-        volts = np.asarray(settings.volts, dtype=np.float64) if settings.volts else None
-        if volts is None:
-            volts = default_volts(distinct)
-        elif volts.shape != distinct.shape or not np.all(volts > 0):
-            raise ValueError("volts needs one positive voltage per distinct core clock")
-        g = (distinct / distinct[-1]) * (volts / volts.max()) ** 2
-        lv = np.empty((pairs.N_LV_ROWS, cores.size))
-        lv[pairs.CORE] = cores
-        lv[pairs.G] = g[np.searchsorted(distinct, cores)]
-        lv[pairs.MEM] = mems
-        lv[pairs.GM] = mems / mems.max()
-        return lv
+        return level_rows(np.asarray(levels_mhz, dtype=np.float64), self.mem_levels_mhz,
+                          settings)
 
     def update(
         self,
@@ -107,3 +83,41 @@ def nearest_pair(
     gaps = np.abs(cores_mhz[candidates] - freq_mhz)
     return int(candidates[np.flatnonzero(gaps <= gaps.min())[0]])
 
+
+def level_rows(cores: FloatArray, mems: FloatArray | None, settings: ModelSettings
+               ) -> FloatArray:
+    """Checked level table of either model form: rows [core MHz, g(fc), memory MHz,
+    fm/fm_max] (`govd.model.pairs` row order), ``mems`` None with one clock domain (its memory
+    row then holds 1). g(f) = (f/f_max)(V/V_max)², V from ``settings.volts`` (one per distinct
+    core clock) or affine in the clock over the table (`default_volts`).
+    Raises ValueError naming what is wrong."""
+    two = mems is not None
+    mems = mems if two else np.ones_like(cores)
+    if cores.ndim != 1 or mems.shape != cores.shape:
+        raise ValueError("need one memory clock per core clock")
+    what = "(core, memory) pairs" if two else "levels"
+    if not 2 <= cores.size <= MAX_LEVELS:
+        raise ValueError(f"need 2..{MAX_LEVELS} {what}, got {cores.size}")
+    if not (np.all(np.isfinite(cores)) and np.all(np.isfinite(mems)) and cores.min() > 0
+            and mems.min() > 0):
+        raise ValueError("clocks must be positive and finite")
+    if two:
+        order = np.lexsort((mems, cores))
+        same = (np.diff(cores) == 0) & (np.diff(mems) == 0)
+        if not np.array_equal(order, np.arange(cores.size)) or same.any():
+            raise ValueError("pairs must be sorted by core then memory clock, none twice")
+    elif not np.all(np.diff(cores) > 0):
+        raise ValueError("levels must be strictly ascending")
+    distinct = np.unique(cores)
+    volts = np.asarray(settings.volts, dtype=np.float64) if settings.volts else None
+    if volts is None:
+        volts = default_volts(distinct)
+    elif volts.shape != distinct.shape or not np.all(volts > 0):
+        raise ValueError("volts needs one positive voltage per distinct core clock")
+    g = (distinct / distinct[-1]) * (volts / volts.max()) ** 2
+    lv = np.empty((pairs.N_LV_ROWS, cores.size))
+    lv[pairs.CORE] = cores
+    lv[pairs.G] = g[np.searchsorted(distinct, cores)]
+    lv[pairs.MEM] = mems
+    lv[pairs.GM] = mems / mems.max()
+    return lv

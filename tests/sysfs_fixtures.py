@@ -102,7 +102,8 @@ class KernelSysfs(SysfsIO):
         self._check_fault(path, "read")
         return super().read_text(path)
 
-    def write_text(self, path: Path, value: str) -> None:
+    def write_text(self, path: str | Path, value: str) -> None:
+        path = Path(path)
         try:
             self._store(path, value)
         except OSError as exc:

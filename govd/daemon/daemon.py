@@ -125,9 +125,8 @@ def _enabled(config: Config, device: Device) -> bool:
 def frames_for(frames: list[Frame], device_name: str) -> list[Frame]:
     """The frames that belong to ``device_name``: those sent with its ``device=`` key, and those
     sent without one (they belong to every device)."""
-    if all(f.device is None for f in frames):
-        return frames
-    return [f for f in frames if f.device is None or f.device == device_name]
+    mine = [f for f in frames if f.device is None or f.device == device_name]
+    return frames if len(mine) == len(frames) else mine
 
 
 def datagram_queue_len(path: str = QLEN_PATH) -> int:

@@ -51,11 +51,14 @@ class SysfsIO:
         str: os.open converts a Path through two Python-level calls each time."""
         fd = os.open(path, _O_READ)
         try:
-            return _read_to_end(fd, None).decode().strip()
+            data = os.read(fd, _READ_BYTES)  # a whole attribute, nearly always
+            if len(data) == _READ_BYTES:
+                data += _read_to_end(fd, None)
+            return data.decode().strip()
         finally:
             os.close(fd)
 
-    def write_text(self, path: Path, value: str) -> None:
+    def write_text(self, path: str | Path, value: str) -> None:
         """Write ``value`` in one write(2), as sysfs expects (a partial write is a refused one)."""
         with open(path, "w") as f:
             f.write(value)
@@ -83,7 +86,10 @@ class KeptOpenSysfsIO(SysfsIO):
         if fd is None:
             fd = self._fds[path] = os.open(path, _O_READ)
         try:
-            return _read_to_end(fd, 0).decode().strip()
+            data = os.pread(fd, _READ_BYTES, 0)  # a whole attribute, nearly always
+            if len(data) == _READ_BYTES:
+                data += _read_to_end(fd, _READ_BYTES)
+            return data.decode().strip()
         except OSError:
             del self._fds[path]
             os.close(fd)
@@ -192,7 +198,7 @@ class SysfsDevice(Device):
             raise DeviceError(f"{self.path / rel}: expected a number, got {text!r}") from exc
 
     def _write(self, rel: str, value: str | int) -> None:
-        path = self.path / rel
+        path = self._file(rel)
         try:
             self.io.write_text(path, str(value))
         except OSError as exc:

@@ -167,13 +167,15 @@ class SocketSource(FrameSource):
         limit = self._datagrams_left if max_datagrams is None else max_datagrams
         moved = 0
         now_s = self._clock()
-        while not self.backlog_full and moved < limit:
+        queue, max_queue = self._queue, self.max_queue
+        recvmsg, size, cmsg_bytes = self._sock.recvmsg, self.max_datagram_bytes, self._cmsg_bytes
+        # `backlog_full`, written out: this loop runs once per datagram.
+        while (moved < limit and len(queue) < max_queue and self._datagrams_left > 0
+               and self._bytes_left > 0 and self._parse_left > 0):
             if until_s is not None and moved and time.monotonic() >= until_s:
                 break
             try:
-                data, ancdata, flags, _ = self._sock.recvmsg(
-                    self.max_datagram_bytes, self._cmsg_bytes
-                )
+                data, ancdata, flags, _ = recvmsg(size, cmsg_bytes)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
@@ -182,7 +184,7 @@ class SocketSource(FrameSource):
                 break
             self._datagrams_left -= 1
             self._bytes_left -= len(data)
-            self._take(data, ancdata, flags, now_s, self._queue)
+            self._take(data, ancdata, flags, now_s, queue)
             moved += 1
         return moved
 

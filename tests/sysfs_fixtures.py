@@ -97,11 +97,13 @@ class KernelSysfs(SysfsIO):
         raise _refuse(fault.code, path)
 
     # -- the SysfsIO door ------------------------------------------------------------------
-    def read_text(self, path: Path) -> str:
+    def read_text(self, path: str | Path) -> str:
+        path = Path(path)  # devices pass a str (see SysfsIO.read_text)
         self._check_fault(path, "read")
         return super().read_text(path)
 
-    def write_text(self, path: Path, value: str) -> None:
+    def write_text(self, path: str | Path, value: str) -> None:
+        path = Path(path)
         try:
             self._store(path, value)
         except OSError as exc:

@@ -39,6 +39,25 @@ def test_nothing_written_when_already_running_the_level(tmp_path):
     assert kernel.writes == []
 
 
+def test_level_writes_read_the_list_of_levels_once_until_forget_applied(tmp_path):
+    path, kernel = mali_panfrost(tmp_path)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    read = []
+    real = kernel.read_text
+    kernel.read_text = lambda p: read.append(str(p).rsplit("/", 1)[-1]) or real(p)
+    for mhz in (300, 700, 200):
+        device.set_level(mhz)
+    assert read.count("available_frequencies") == 1
+    # The driver now lists other levels (reloaded): taken into account once govd is told.
+    (path / "available_frequencies").write_text("250000000 500000000 800000000\n")
+    device.set_level(450)
+    assert kernel.writes[-1] == (f"{MALI}/userspace/set_freq", "400000000")
+    device.forget_applied()
+    device.set_level(450)
+    assert kernel.writes[-1] == (f"{MALI}/userspace/set_freq", "500000000")
+    assert read.count("available_frequencies") == 2
+
+
 def test_level_clamped_to_min_max(tmp_path):
     path, kernel = mali_panfrost(tmp_path)
     (path / "max_freq").write_text("600000000\n")

@@ -145,14 +145,23 @@ class DeviceRunner:
         if self.busy_source is not None and not (self.frames_live and self.frames_live()):
             self.busy_source.observe(reading.busy, interval_s)
             frames = self.busy_source.drain()
-        # A row of a sampled MangoHud log stands for several frames (Frame.count).
-        frame_count = sum(f.count for f in frames)
-        frame_time_ms = (sum(f.gpu_time_ms * f.count for f in frames) / frame_count
-                         if frame_count > 0 else math.nan)
+        # A row of a sampled MangoHud log stands for several frames (Frame.count). One loop,
+        # not a generator per sum: a tick holds a few frames, and each generator is an object.
+        frame_count = 0
+        weighted_ms = 0
+        for f in frames:
+            frame_count += f.count
+            weighted_ms += f.gpu_time_ms * f.count
+        frame_time_ms = weighted_ms / frame_count if frame_count > 0 else math.nan
         target = self.governor.target = self._target_for(frames)
-        late_share = (sum(f.count for f in frames if f.gpu_time_ms > target.deadline_ms)
-                      / frame_count if target.fps is not None and frame_count > 0
-                      else math.nan)
+        late_share = math.nan
+        if target.fps is not None and frame_count > 0:
+            deadline_ms = target.deadline_ms
+            late = 0
+            for f in frames:
+                if f.gpu_time_ms > deadline_ms:
+                    late += f.count
+            late_share = late / frame_count
         power_w = self._meter.update(now_s, reading.energy_mj, reading.power_w)
         tick_energy_j = self._tick_energy_j(power_w, interval_s)
         counters = _NO_COUNTERS if not self.settings.counters else np.array(
@@ -456,9 +465,10 @@ def _per_frame(frames: Sequence[Frame]) -> list[float]:
     """One frame time per frame (ms): a sampled row's time repeated for the frames it stands
     for (`Frame.count`, rounded so that the fractions add up over the tick), so that the
     journal summary and the metrics count frames, not rows."""
-    if all(f.count == 1.0 for f in frames):
-        return [f.gpu_time_ms for f in frames]
-    times: list[float] = []
+    times = [f.gpu_time_ms for f in frames if f.count == 1.0]
+    if len(times) == len(frames):
+        return times
+    times = []
     total = 0.0
     for frame in frames:
         before = round(total)

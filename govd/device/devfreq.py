@@ -25,6 +25,10 @@ class DevfreqDevice(SysfsDevice):
 
     backend: ClassVar[str] = "devfreq"
     _rewrite = False
+    _write_levels: tuple[float, ...] | None = None
+    """`levels_mhz` as floats, read at the first `set_level` after taking the device (or after
+    `forget_applied`): the governor's levels are fixed for the run too, and rereading and
+    parsing the list, then comparing numpy scalars, was most of a level write's cost."""
     STATE_FIELDS: ClassVar[dict[str, tuple[type, ...]]] = {
         "governor": (str,), "min_freq_hz": (int,), "max_freq_hz": (int,), "set_freq_hz": (int,)}
     OPTIONAL_STATE: ClassVar[frozenset[str]] = frozenset({"set_freq_hz"})
@@ -87,7 +91,9 @@ class DevfreqDevice(SysfsDevice):
     def set_level(self, freq_mhz: float) -> None:
         """Select the userspace governor (once) and write the level to ``userspace/set_freq``."""
         low, high = self.bounds_mhz
-        levels = [lv for lv in self.levels_mhz if low <= lv <= high] or [low]
+        if self._write_levels is None:
+            self._write_levels = tuple(float(lv) for lv in self.levels_mhz)
+        levels = [lv for lv in self._write_levels if low <= lv <= high] or [low]
         target_hz = round(nearest_level(levels, min(max(freq_mhz, low), high)) * _HZ_PER_MHZ)
         self._chosen = target_hz
         governor = self.governor()
@@ -104,8 +110,10 @@ class DevfreqDevice(SysfsDevice):
 
     def forget_applied(self) -> None:
         """The next `set_level` writes ``set_freq`` even if it holds the level: after a resume
-        the driver may run its own clock while the request still reads as govd's."""
+        the driver may run its own clock while the request still reads as govd's. The levels are
+        read again too (a driver reloaded meanwhile may list others)."""
         self._rewrite = True
+        self._write_levels = None
 
     def _set_freq_text(self) -> str:
         """The request standing in ``userspace/set_freq`` (Hz, or ``undefined``)."""

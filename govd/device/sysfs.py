@@ -46,15 +46,19 @@ class SysfsIO:
     Reads go through ``os`` calls, not pathlib: a tick reads several files and pathlib's
     path handling was most of a tick's cost."""
 
-    def read_text(self, path: Path) -> str:
-        """The file's content, stripped of surrounding white space."""
+    def read_text(self, path: str | Path) -> str:
+        """The file's content, stripped of surrounding white space. `SysfsDevice` passes a
+        str: os.open converts a Path through two Python-level calls each time."""
         fd = os.open(path, _O_READ)
         try:
-            return _read_to_end(fd, None).decode().strip()
+            data = os.read(fd, _READ_BYTES)  # a whole attribute, nearly always
+            if len(data) == _READ_BYTES:
+                data += _read_to_end(fd, None)
+            return data.decode().strip()
         finally:
             os.close(fd)
 
-    def write_text(self, path: Path, value: str) -> None:
+    def write_text(self, path: str | Path, value: str) -> None:
         """Write ``value`` in one write(2), as sysfs expects (a partial write is a refused one)."""
         with open(path, "w") as f:
             f.write(value)
@@ -74,15 +78,18 @@ class KeptOpenSysfsIO(SysfsIO):
     error) the fd is dropped, so the next read opens the path again and sees what is there."""
 
     def __init__(self) -> None:
-        self._fds: dict[Path, int] = {}
+        self._fds: dict[str | Path, int] = {}
 
-    def read_text(self, path: Path) -> str:
+    def read_text(self, path: str | Path) -> str:
         """The file's content now, stripped of surrounding white space."""
         fd = self._fds.get(path)
         if fd is None:
             fd = self._fds[path] = os.open(path, _O_READ)
         try:
-            return _read_to_end(fd, 0).decode().strip()
+            data = os.pread(fd, _READ_BYTES, 0)  # a whole attribute, nearly always
+            if len(data) == _READ_BYTES:
+                data += _read_to_end(fd, _READ_BYTES)
+            return data.decode().strip()
         except OSError:
             del self._fds[path]
             os.close(fd)
@@ -95,7 +102,7 @@ class KeptOpenSysfsIO(SysfsIO):
             os.close(fd)
 
 
-def typed_error(exc: OSError, path: Path, action: str) -> DeviceError:
+def typed_error(exc: OSError, path: str | Path, action: str) -> DeviceError:
     """Map an OSError from sysfs to the typed error the daemon acts on."""
     what = f"{action} {path}: {exc.strerror or exc}"
     if exc.errno in _GONE:
@@ -148,16 +155,17 @@ class SysfsDevice(Device):
         # rel_dir → (file, "energy" | "power") or None: globbing hwmon every tick was most of
         # a tick's cost; the cache is dropped when a read fails (hwmon renumbered on reload)
         self._hwmon_files: dict[str, tuple[str, str] | None] = {}
-        self._paths: dict[str, Path] = {}
+        self._paths: dict[str, str] = {}
         # rel → whether the driver has that optional file (looked up once, not stat'ed per tick)
         self._present: dict[str, bool] = {}
 
     # -- file access, the only place OSError is caught -------------------------------------
-    def _file(self, rel: str) -> Path:
-        # Joined once per file: pathlib's joining costs more than the read itself.
+    def _file(self, rel: str) -> str:
+        # Joined once per file, kept as a str: pathlib's joining costs more than the read
+        # itself, and each use of a Path as a file name (os.open, a dict key) is a Python call.
         path = self._paths.get(rel)
         if path is None:
-            path = self._paths[rel] = self.path / rel
+            path = self._paths[rel] = str(self.path / rel)
         return path
 
     def _read(self, rel: str) -> str:
@@ -190,7 +198,7 @@ class SysfsDevice(Device):
             raise DeviceError(f"{self.path / rel}: expected a number, got {text!r}") from exc
 
     def _write(self, rel: str, value: str | int) -> None:
-        path = self.path / rel
+        path = self._file(rel)
         try:
             self.io.write_text(path, str(value))
         except OSError as exc:

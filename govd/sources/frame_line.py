@@ -28,6 +28,12 @@ MAX_DEVICE_CHARS = 64
 # Plain decimal or scientific notation only: float() would also take "1_000", "nan" and "inf".
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _NOT_FINITE = {"nan", "inf", "infinity"}
+# What nearly every sender sends: "F <digits>[.<digits>]" and at most an app= of printable
+# ASCII without spaces. Such a line is parsed by this one match; any other line (other keys,
+# signs, exponents, odd spacing, UTF-8, an out-of-range time) takes the full parser below,
+# which gives the same answer for these lines, more slowly. Values with "=" in them are
+# printable too, as the full parser reads them (key up to the first "=").
+_COMMON = re.compile(rb"F (\d+(?:\.\d*)?)(?: app=([\x21-\x7e]+))?")
 
 # Reasons a line is dropped; each is counted as ``dropped_<reason>``.
 REASONS = (
@@ -78,6 +84,18 @@ def _number(token: str) -> float:
 def parse_frame_line(raw: bytes) -> FrameLine:
     """Parse one protocol line (without its newline); raise `LineRejected` if it does not follow
     the protocol. The time is given in µs on the wire and returned in ms."""
+    common = _COMMON.fullmatch(raw)
+    if common is not None:
+        time_us, app = common.groups()
+        gpu_time_us = float(time_us)
+        if 0 < gpu_time_us <= MAX_GPU_TIME_US:
+            return FrameLine(gpu_time_us / 1000.0,
+                             None if app is None else app[:MAX_APP_CHARS].decode("ascii"), None)
+    return _parse_any(raw)
+
+
+def _parse_any(raw: bytes) -> FrameLine:
+    """`parse_frame_line` for every line: the protocol in full."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -49,7 +49,9 @@ class Senders:
     def allowance(self, pid: int, now_s: float) -> int:
         """How many frames ``pid`` may send now (its whole tokens, refilled up to ``now_s``);
         a large number when the limit is disabled. Take them with `spend`."""
-        sender = self._sender(pid, now_s)
+        sender = self._known.get(pid)  # `_sender`, written out: called once per datagram
+        if sender is None:
+            sender = self._known[pid] = _Sender(tokens=self.burst, last_s=now_s)
         elapsed_s = max(0.0, now_s - sender.last_s)
         sender.last_s = now_s
         if self.rate_fps <= 0:

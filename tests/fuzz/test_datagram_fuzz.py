@@ -19,6 +19,7 @@ from govd.sources.frame_line import (
     MAX_TARGET_FPS,
     REASONS,
     LineRejected,
+    _parse_any,
     parse_frame_line,
 )
 from govd.sources.socket import SocketSource
@@ -52,6 +53,36 @@ def test_a_line_is_a_frame_within_limits_or_rejected_with_a_known_reason(raw: by
     assert 0 < line.gpu_time_ms <= MAX_GPU_TIME_US / 1000 and math.isfinite(line.gpu_time_ms)
     assert line.target_fps is None or 0 < line.target_fps <= MAX_TARGET_FPS
     assert line.app is None or (0 < len(line.app) <= MAX_APP_CHARS and line.app.isprintable())
+
+
+def _outcome(parse: object, raw: bytes) -> object:
+    try:
+        return parse(raw)  # type: ignore[operator]
+    except LineRejected as exc:
+        return exc.reason
+
+
+long_ascii = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=60,
+                     max_size=90)  # around the cut of app= at MAX_APP_CHARS
+common_like = st.tuples(
+    st.sampled_from(["F ", "F  ", "F\t", "f ", " F "]),
+    st.one_of(st.from_regex(r"\A[0-9]{1,9}(\.[0-9]{0,4})?\Z"), numbers),
+    st.one_of(st.just(""), st.builds(lambda sep, v: f"{sep}app={v}", st.sampled_from([" ", "  "]),
+                                     st.one_of(st.text(max_size=80), long_ascii)),
+              st.just(" app="), st.just(" app=a=b"), st.just(" target_fps=60"), keys),
+    st.sampled_from(["", " ", "\r"]),
+).map(lambda t: "".join(t).encode("utf-8", "surrogatepass"))
+
+
+common_lines = st.builds(lambda t, app: f"F {t} app={app}".encode("utf-8", "surrogatepass"),
+                         st.from_regex(r"\A[0-9]{1,8}(\.[0-9]{0,3})?\Z"),
+                         st.one_of(long_ascii, st.text(max_size=70)))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.one_of(common_lines, common_like, lines))
+def test_the_common_line_shortcut_answers_as_the_full_protocol_does(raw: bytes) -> None:
+    assert _outcome(parse_frame_line, raw) == _outcome(_parse_any, raw)
 
 
 @settings(max_examples=500, deadline=None)

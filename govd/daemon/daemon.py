@@ -233,8 +233,8 @@ class Daemon:
                 devices: int) -> DeviceRunner:
         recorder = None
         if self.options.record is not None:
-            path = trace_path(self.options.record, device.name, devices)
-            recorder = TraceRecorder(path, settings.counters)
+            recorder = TraceRecorder(trace_path(self.options.record, device.name, devices),
+                                     settings.counters)
         interval_s = self.config.logging.summary_interval_s
         summary = DeviceSummary(log, device.name, interval_s) if interval_s > 0 else None
         busy = self.config.frames.source == "busy"

@@ -112,7 +112,7 @@ def _fps(summary: dict[str, Any]) -> float:
 
 
 def _missed_pct(summary: dict[str, Any]) -> float:
-    return 100.0 * summary["deadline_misses"] / max(summary["frames"], 1)
+    return 100.0 * float(summary["deadline_misses"]) / max(int(summary["frames"]), 1)
 
 
 def report(governed: dict[str, Any], twins: dict[str, dict[str, Any] | None]) -> str:

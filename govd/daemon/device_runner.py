@@ -147,8 +147,8 @@ class DeviceRunner:
             frames = self.busy_source.drain()
         # A row of a sampled MangoHud log stands for several frames (Frame.count). One loop,
         # not a generator per sum: a tick holds a few frames, and each generator is an object.
-        frame_count = 0
-        weighted_ms = 0
+        frame_count = 0.0
+        weighted_ms = 0.0
         for f in frames:
             frame_count += f.count
             weighted_ms += f.gpu_time_ms * f.count
@@ -157,7 +157,7 @@ class DeviceRunner:
         late_share = math.nan
         if target.fps is not None and frame_count > 0:
             deadline_ms = target.deadline_ms
-            late = 0
+            late = 0.0
             for f in frames:
                 if f.gpu_time_ms > deadline_ms:
                     late += f.count

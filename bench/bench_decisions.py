@@ -19,7 +19,9 @@ reported too: where the work changes every few units it exceeds the budget at an
 `hedged` (one unit late, only levels few phases miss at: what a causal policy can reach inside
 the budget). `true_curves` is the `energy` policy replayed on each phase's true mean curves
 (one unit late, `govd.eval.truth`): where it is no nearer the hedged reference than `energy`
-itself, the gap lies in the policy's rules, not in the model.
+itself, the gap lies in the policy's rules, not in the model. `mean_curve_kendall_tau` is the
+Kendall tau that each phase's true mean energy curve, one unit late, scores as the model's
+predictions are scored: a bound on the tau target where levels tie within the per-unit noise.
 Every figure comes from `govd.eval.evaluate`, the code `govd eval` runs; nothing here is tuned
 to the tables (their numbers are read, never written into govd).
 """
@@ -41,7 +43,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from govd.eval.evaluate import evaluate  # noqa: E402
-from govd.eval.reference import hedged_reference_levels, safe_reference_levels  # noqa: E402
+from govd.eval.reference import (  # noqa: E402
+    hedged_reference_levels,
+    mean_curve_kendall_tau,
+    safe_reference_levels,
+)
 from govd.eval.score import unit_energy_mj, violations  # noqa: E402
 from govd.eval.truth import TrueCurves  # noqa: E402
 from govd.formats.sweep import SweepTable  # noqa: E402
@@ -145,7 +151,8 @@ def summarise(results: list, slowdown: float, true_curves: list | None = None
                 "safe_reference_vs_oracle": float(energy[units, safe].sum())
                 / (sc.oracle_energy_j * 1e3),
                 "safe_reference_margin": margin,
-                "safe_reference_violation_rate": float(missed[units, safe].mean())}
+                "safe_reference_violation_rate": float(missed[units, safe].mean()),
+                "mean_curve_kendall_tau": mean_curve_kendall_tau(sweep, target, idle_w)}
         row = by_table[sweep.path]
         if name == "energy":
             row.update({
@@ -213,7 +220,8 @@ def main() -> int:
         print(f"\n--max-slowdown {slowdown:g}  (form {args.form})")
         print(f"{'table':<18}{'units':>7}{'E/orc':>7}{'E/ref':>7}{'ref/orc':>8}{'viol':>7}"
               f"{'orc v':>7}{'tau':>6}{'str/h':>7}{'perf':>7}{'ondem':>7}{'od v':>7}"
-              f"{'safe':>7}{'causal':>7}{'cs v':>7}{'hedged':>7}{'true c':>7}{'tc v':>7}")
+              f"{'safe':>7}{'causal':>7}{'cs v':>7}{'hedged':>7}{'true c':>7}{'tc v':>7}"
+              f"{'tau mc':>7}")
         for table, r in rows.items():
             print(f"{table:<18}{r['units']:>7}{r['energy_ratio']:>7.3f}"
                   f"{r['energy_vs_reference'] or math.nan:>7.3f}"
@@ -226,7 +234,8 @@ def main() -> int:
                   f"{r['causal_reference_violation_rate']:>7.3f}"
                   f"{r['hedged_reference_vs_oracle']:>7.3f}"
                   f"{r.get('true_curves_vs_oracle', math.nan):>7.3f}"
-                  f"{r.get('true_curves_violation_rate', math.nan):>7.3f}")
+                  f"{r.get('true_curves_violation_rate', math.nan):>7.3f}"
+                  f"{r['mean_curve_kendall_tau']:>7.2f}")
     report["wall_s"] = time.perf_counter() - started
 
     def clean(v: object) -> object:

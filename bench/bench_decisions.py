@@ -3,6 +3,7 @@
 slowdown limits. Writes bench/results/decisions.json.
 
     .venv/bin/python bench/bench_decisions.py [--form scaling|seed] [--minutes 10] [--quick]
+        [--price-misses --out bench/results/decisions_priced.json]
 
 Tables (each skipped with a message where its data folder is absent):
 - `v100-sim`: `govd sim from-nvdvfs --gpu v100 --minutes M` (kernel launches in phases);
@@ -197,6 +198,8 @@ def main() -> int:
     parser.add_argument("--form", choices=("auto", "scaling", "seed"), default="auto")
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--quick", action="store_true", help="1 simulated minute (tests)")
+    parser.add_argument("--price-misses", action="store_true",
+                        help="the energy policy's price_misses (govd.policy.energy)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "decisions.json")
     args = parser.parse_args()
     minutes = 1.0 if args.quick else args.minutes
@@ -208,11 +211,13 @@ def main() -> int:
     started = time.perf_counter()
     report: dict = {"command": " ".join(["bench/bench_decisions.py", *sys.argv[1:]]),
                     "machine": platform.platform(), "python": platform.python_version(),
-                    "form": args.form, "targets": TARGETS, "results": {}, "met": {}}
+                    "form": args.form, "price_misses": args.price_misses, "targets": TARGETS,
+                    "results": {}, "met": {}}
+    params = {"energy": {"price_misses": True}} if args.price_misses else None
     for slowdown in (0.10, 0.25):
         target = Target(max_slowdown=slowdown)
-        results = evaluate(sweeps, POLICIES, target, settings)
-        truth = evaluate(sweeps, ["energy"], target, settings,
+        results = evaluate(sweeps, POLICIES, target, settings, policy_params=params)
+        truth = evaluate(sweeps, ["energy"], target, settings, policy_params=params,
                          wrap=lambda p, sw, idle_w, t=target: TrueCurves(p, sw, t, idle_w))
         rows = summarise(results, slowdown, truth)
         report["results"][f"{slowdown:g}"] = rows

@@ -3,6 +3,7 @@
 slowdown limits. Writes bench/results/decisions.json.
 
     .venv/bin/python bench/bench_decisions.py [--form scaling|seed] [--minutes 10] [--quick]
+        [--price-misses --out bench/results/decisions_priced.json]
 
 Tables (each skipped with a message where its data folder is absent):
 - `v100-sim`: `govd sim from-nvdvfs --gpu v100 --minutes M` (kernel launches in phases);
@@ -17,7 +18,11 @@ Beside the oracle each row carries three references (`govd.eval.reference`): `sa
 phase's mean curves, known in time), `causal` (the same one unit late; its violation rate is
 reported too: where the work changes every few units it exceeds the budget at any margin) and
 `hedged` (one unit late, only levels few phases miss at: what a causal policy can reach inside
-the budget).
+the budget). `true_curves` is the `energy` policy replayed on each phase's true mean curves
+(one unit late, `govd.eval.truth`): where it is no nearer the hedged reference than `energy`
+itself, the gap lies in the policy's rules, not in the model. `mean_curve_kendall_tau` is the
+Kendall tau that each phase's true mean energy curve, one unit late, scores as the model's
+predictions are scored: a bound on the tau target where levels tie within the per-unit noise.
 Every figure comes from `govd.eval.evaluate`, the code `govd eval` runs; nothing here is tuned
 to the tables (their numbers are read, never written into govd).
 """
@@ -39,8 +44,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from govd.eval.evaluate import evaluate  # noqa: E402
-from govd.eval.reference import hedged_reference_levels, safe_reference_levels  # noqa: E402
+from govd.eval.reference import (  # noqa: E402
+    hedged_reference_levels,
+    mean_curve_kendall_tau,
+    safe_reference_levels,
+)
 from govd.eval.score import unit_energy_mj, violations  # noqa: E402
+from govd.eval.truth import TrueCurves  # noqa: E402
 from govd.formats.sweep import SweepTable  # noqa: E402
 from govd.model.settings import ModelSettings  # noqa: E402
 from govd.sim.nvdvfs import (  # noqa: E402
@@ -114,8 +124,11 @@ def tables(minutes: float) -> list[SweepTable]:
     return out
 
 
-def summarise(results: list, slowdown: float) -> dict[str, dict]:
-    """Per table: the energy policy's figures beside the references and baselines."""
+def summarise(results: list, slowdown: float, true_curves: list | None = None
+              ) -> dict[str, dict]:
+    """Per table: the energy policy's figures beside the references and baselines, and
+    (``true_curves``: `evaluate` of the energy policy wrapped in `TrueCurves`) the same
+    policy's on true curves."""
     by_table: dict[str, dict] = {}
     for name, sweep, run, sc in results:
         if sweep.path not in by_table:
@@ -139,7 +152,8 @@ def summarise(results: list, slowdown: float) -> dict[str, dict]:
                 "safe_reference_vs_oracle": float(energy[units, safe].sum())
                 / (sc.oracle_energy_j * 1e3),
                 "safe_reference_margin": margin,
-                "safe_reference_violation_rate": float(missed[units, safe].mean())}
+                "safe_reference_violation_rate": float(missed[units, safe].mean()),
+                "mean_curve_kendall_tau": mean_curve_kendall_tau(sweep, target, idle_w)}
         row = by_table[sweep.path]
         if name == "energy":
             row.update({
@@ -161,6 +175,9 @@ def summarise(results: list, slowdown: float) -> dict[str, dict]:
         elif name != "oracle":
             row[f"{name}_ratio"] = sc.energy_ratio
             row[f"{name}_violation_rate"] = sc.violation_rate
+    for _, sweep, _, sc in true_curves or []:
+        by_table[sweep.path]["true_curves_vs_oracle"] = sc.energy_ratio
+        by_table[sweep.path]["true_curves_violation_rate"] = sc.violation_rate
     return by_table
 
 
@@ -181,6 +198,8 @@ def main() -> int:
     parser.add_argument("--form", choices=("auto", "scaling", "seed"), default="auto")
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--quick", action="store_true", help="1 simulated minute (tests)")
+    parser.add_argument("--price-misses", action="store_true",
+                        help="the energy policy's price_misses (govd.policy.energy)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "decisions.json")
     args = parser.parse_args()
     minutes = 1.0 if args.quick else args.minutes
@@ -192,16 +211,22 @@ def main() -> int:
     started = time.perf_counter()
     report: dict = {"command": " ".join(["bench/bench_decisions.py", *sys.argv[1:]]),
                     "machine": platform.platform(), "python": platform.python_version(),
-                    "form": args.form, "targets": TARGETS, "results": {}, "met": {}}
+                    "form": args.form, "price_misses": args.price_misses, "targets": TARGETS,
+                    "results": {}, "met": {}}
+    params = {"energy": {"price_misses": True}} if args.price_misses else None
     for slowdown in (0.10, 0.25):
-        results = evaluate(sweeps, POLICIES, Target(max_slowdown=slowdown), settings)
-        rows = summarise(results, slowdown)
+        target = Target(max_slowdown=slowdown)
+        results = evaluate(sweeps, POLICIES, target, settings, policy_params=params)
+        truth = evaluate(sweeps, ["energy"], target, settings, policy_params=params,
+                         wrap=lambda p, sw, idle_w, t=target: TrueCurves(p, sw, t, idle_w))
+        rows = summarise(results, slowdown, truth)
         report["results"][f"{slowdown:g}"] = rows
         report["met"][f"{slowdown:g}"] = verdicts(rows, slowdown)
         print(f"\n--max-slowdown {slowdown:g}  (form {args.form})")
         print(f"{'table':<18}{'units':>7}{'E/orc':>7}{'E/ref':>7}{'ref/orc':>8}{'viol':>7}"
               f"{'orc v':>7}{'tau':>6}{'str/h':>7}{'perf':>7}{'ondem':>7}{'od v':>7}"
-              f"{'safe':>7}{'causal':>7}{'cs v':>7}{'hedged':>7}")
+              f"{'safe':>7}{'causal':>7}{'cs v':>7}{'hedged':>7}{'true c':>7}{'tc v':>7}"
+              f"{'tau mc':>7}")
         for table, r in rows.items():
             print(f"{table:<18}{r['units']:>7}{r['energy_ratio']:>7.3f}"
                   f"{r['energy_vs_reference'] or math.nan:>7.3f}"
@@ -212,7 +237,10 @@ def main() -> int:
                   f"{r['safe_reference_vs_oracle']:>7.3f}"
                   f"{r['causal_reference_vs_oracle']:>7.3f}"
                   f"{r['causal_reference_violation_rate']:>7.3f}"
-                  f"{r['hedged_reference_vs_oracle']:>7.3f}")
+                  f"{r['hedged_reference_vs_oracle']:>7.3f}"
+                  f"{r.get('true_curves_vs_oracle', math.nan):>7.3f}"
+                  f"{r.get('true_curves_violation_rate', math.nan):>7.3f}"
+                  f"{r['mean_curve_kendall_tau']:>7.2f}")
     report["wall_s"] = time.perf_counter() - started
 
     def clean(v: object) -> object:

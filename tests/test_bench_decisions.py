@@ -31,7 +31,9 @@ def test_quick_run_reports_every_table_and_target(tmp_path: Path) -> None:
             for key in ("energy_ratio", "energy_vs_reference", "violation_excess", "kendall_tau",
                         "stress_per_hour", "performance_ratio", "ondemand_ratio",
                         "safe_reference_vs_oracle", "causal_reference_vs_oracle",
-                        "hedged_reference_vs_oracle", "hedged_reference_violation_rate"):
+                        "hedged_reference_vs_oracle", "hedged_reference_violation_rate",
+                        "true_curves_vs_oracle", "true_curves_violation_rate",
+                        "mean_curve_kendall_tau"):
                 assert key in row
             assert row["energy_ratio"] >= 0.99  # nothing beats the oracle by more than noise
             assert row["ondemand_violation_rate"] <= 0.05, "ondemand over pairs is sane"

@@ -90,3 +90,19 @@ def test_selection_keeps_the_counter_that_tells_how_work_scales() -> None:
     chosen = scaling_counters(time_ms, LEVELS, {"noise": noise, "clock_ticks": clock,
                                                 "dram": dram})
     assert chosen == ["dram"]
+
+
+def test_mean_curve_tau_is_one_without_noise_and_falls_where_levels_tie_within_the_noise(
+) -> None:
+    from govd.eval.reference import mean_curve_kendall_tau
+    target = Target(max_slowdown=0.1)
+    assert mean_curve_kendall_tau(two_phase_table(noise=0.0), target, 0.0, lag=0) == 1.0
+    # one unit late, the unit after the change of phase is ranked by the other phase's curve
+    late = mean_curve_kendall_tau(two_phase_table(noise=0.0), target, 0.0, lag=1, stride=1)
+    assert 0.98 < late < 1.0
+    tied = two_phase_table(noise=0.0)
+    rng = np.random.default_rng(3)
+    # every level the same energy, up to 1 % noise per unit and level
+    tied.power_w = 100.0 * tied.time_ms[:, -1:] / tied.time_ms * rng.lognormal(
+        0.0, 0.01, tied.time_ms.shape)
+    assert abs(mean_curve_kendall_tau(tied, target, 0.0, lag=0)) < 0.3

@@ -16,6 +16,7 @@ from govd.formats.sweep import SweepTable
 from govd.model.scaling_selection import scaling_counters
 from govd.model.selection import counter_scale, frequency_prefilter
 from govd.model.settings import ModelSettings
+from govd.policy.base import Policy
 from govd.policy.oracle import oracle_levels
 from govd.policy.registry import make_policy, policy_class
 from govd.target import Target
@@ -50,12 +51,15 @@ def evaluate(
     policy_params: dict[str, dict[str, Any]] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     algo: str | None = None,
+    wrap: Callable[[Policy, SweepTable, float], Policy] | None = None,
 ) -> list[tuple[str, SweepTable, Replay, Score]]:
     """Replay each policy over each table and score it.
 
     ``counters``: the model's counters; None selects the table's frequency-independent ones.
     ``policy_params``: constructor parameters per policy name. Returns (policy, sweep, replay,
-    score) in order. ``algo``: see `replay` (``arnlms`` swaps in the AR-NLMS baseline)."""
+    score) in order. ``algo``: see `replay` (``arnlms`` swaps in the AR-NLMS baseline).
+    ``wrap``: turns each model-driven policy (with the table and its idle power, W) into the
+    one replayed (`govd.eval.truth.TrueCurves`: the same policy on true curves)."""
     settings = settings or ModelSettings()
     results = []
     for sweep in sweeps:
@@ -83,6 +87,8 @@ def evaluate(
                 params.setdefault("sweep", sweep)
                 params.setdefault("idle_power_w", idle_w)
             policy = make_policy(name, **params)
+            if wrap is not None and policy_class(name).uses_model:
+                policy = wrap(policy, sweep, idle_w)
             report = None
             if progress is not None:
                 def report(u: int, name: str = name, n: int = sweep.units) -> None:

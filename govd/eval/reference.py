@@ -145,3 +145,23 @@ def hedged_reference_levels(sweep: SweepTable, target: Target, idle_power_w: flo
         if found and mj < best_mj:
             best, best_mj, best_q = levels, mj, float(q)
     return best, best_q
+
+
+def mean_curve_kendall_tau(sweep: SweepTable, target: Target, idle_power_w: float,
+                           lag: int = 1, stride: int = 16) -> float:
+    """Kendall τ-b of each phase's mean energy curve against the energies of the unit
+    ``lag`` units later, averaged over every ``stride``-th unit: the τ that predictions
+    knowing every phase's curve, but not the per-unit noise, would score as `govd.eval.score`
+    scores a model's (predicted after unit u, compared with unit u + 1). Where the levels'
+    energies lie within the per-unit noise of each other (the GTX 1080 Ti and RTX 2070 Super
+    boost-clock tables: 0.57-0.66 one unit late) no causal model reaches a τ above it."""
+    from govd.eval.score import kendall_tau_b, unit_energy_mj  # scoring sits above
+
+    phase_of, means = phase_means(sweep)
+    energy = unit_energy_mj(sweep, target, idle_power_w)
+    curves = unit_energy_mj(means, target, idle_power_w)
+    units = np.arange(0, max(sweep.units - lag, 0), stride)
+    if units.size == 0:
+        return float("nan")
+    tau = kendall_tau_b(curves[phase_of[units]], energy[units + lag])
+    return float(np.nanmean(tau)) if np.isfinite(tau).any() else float("nan")

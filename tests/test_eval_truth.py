@@ -1,0 +1,72 @@
+"""`govd.eval.truth.TrueCurves`: a policy replayed on each phase's true curves, one unit late."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from govd.eval.evaluate import evaluate
+from govd.eval.reference import phase_means
+from govd.eval.score import unit_energy_mj
+from govd.eval.truth import TrueCurves
+from govd.target import Target
+from tests.policy_outlook import outlook
+from tests.test_decision_references import LEVELS, two_phase_table
+
+
+class Recorder:
+    """Keeps what it was shown; runs the fastest level."""
+
+    name = "recorder"
+    uses_model = True
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[np.ndarray, np.ndarray]] = []
+        self.resets = 0
+
+    def decide(self, view) -> int:
+        self.seen.append((view.time_ms, view.energy_mj))
+        return view.hi
+
+    def reset(self) -> None:
+        self.resets += 1
+
+
+def test_the_policy_sees_the_mean_curves_of_the_phase_of_the_unit_just_measured() -> None:
+    table = two_phase_table(noise=0.01)
+    target = Target(max_slowdown=0.1)
+    inner = Recorder()
+    wrapped = TrueCurves(inner, table, target, idle_power_w=5.0)
+    phase_of, means = phase_means(table)
+    energy = unit_energy_mj(means, target, 5.0)
+    for unit in (0, 199, 200, 399):
+        view = outlook(list(LEVELS), current=3, target=target, tick=unit)
+        view.model_ready = True
+        assert wrapped.decide(view) == 3
+        time_ms, energy_mj = inner.seen[-1]
+        np.testing.assert_array_equal(time_ms, means.time_ms[phase_of[unit]])
+        np.testing.assert_array_equal(energy_mj, energy[phase_of[unit]])
+    assert not np.array_equal(inner.seen[1][0], inner.seen[2][0]), "the phase changed at 200"
+    wrapped.reset()
+    assert inner.resets == 1
+
+
+def test_a_model_not_yet_ready_keeps_its_own_predictions() -> None:
+    table = two_phase_table(noise=0.01)
+    inner = Recorder()
+    view = outlook(list(LEVELS), current=3, target=Target(max_slowdown=0.1), tick=5)
+    TrueCurves(inner, table, Target(max_slowdown=0.1), 0.0).decide(view)
+    assert np.all(np.isnan(inner.seen[-1][0]))
+
+
+def test_evaluate_wraps_only_the_policies_that_use_the_model() -> None:
+    table = two_phase_table(noise=0.01)
+    wrapped: list[str] = []
+
+    def wrap(policy, sweep, idle_w):
+        wrapped.append(policy.name)
+        return TrueCurves(policy, sweep, Target(max_slowdown=0.1), idle_w)
+
+    results = evaluate([table], ["energy", "oracle", "performance"], Target(max_slowdown=0.1),
+                       wrap=wrap)
+    assert wrapped == ["energy"]
+    assert [name for name, *_ in results] == ["energy", "oracle", "performance"]

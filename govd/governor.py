@@ -63,8 +63,8 @@ class Sample:
     mem_freq_mhz: float = math.nan
     """Memory clock that actually ran, with two clock domains (NaN otherwise). Units: MHz."""
     late_share: float = math.nan
-    """Share of the tick's frames that took longer than the frame deadline, 0..1; NaN lets
-    the governor judge the mean frame time (right for one frame per tick, as in a replay)."""
+    """Share of the tick's frames that took longer than the frame deadline, 0..1 (NaN: not
+    judged, e.g. pseudo-frames of busy time, which have no deadline)."""
 
 
 @dataclass(slots=True)
@@ -241,15 +241,10 @@ class Governor:
                         fallback=self.fallback_reason, mem_freq_mhz=mem_mhz)
 
     def _late_share(self, sample: Sample) -> float:
-        """The sample's share of late frames, else whether its mean frame was late; NaN
-        without frames or without a frame-rate target."""
+        """The sample's share of late frames; NaN without frames or a frame-rate target."""
         if self.target.fps is None or not sample.frame_count > 0:
             return math.nan
-        if math.isfinite(sample.late_share):
-            return sample.late_share
-        if not math.isfinite(sample.frame_time_ms):
-            return math.nan
-        return 1.0 if sample.frame_time_ms > self.target.deadline_ms else 0.0
+        return sample.late_share
 
     def _seed_from_prior(self, flags: int, sample: Sample) -> None:
         """Feed the prior's seeder; a model reset (numeric or stress) starts it over."""

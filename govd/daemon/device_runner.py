@@ -142,9 +142,11 @@ class DeviceRunner:
         if self.busy_meter is not None and not math.isfinite(reading.busy):
             reading = dataclasses.replace(reading, busy=self.busy_meter())
         self.last_busy = reading.busy
+        pseudo = False  # pseudo-frames of busy time have no deadline: none of them is late
         if self.busy_source is not None and not (self.frames_live and self.frames_live()):
             self.busy_source.observe(reading.busy, interval_s)
             frames = self.busy_source.drain()
+            pseudo = True
         # A row of a sampled MangoHud log stands for several frames (Frame.count). One loop,
         # not a generator per sum: a tick holds a few frames, and each generator is an object.
         frame_count = 0.0
@@ -155,7 +157,7 @@ class DeviceRunner:
         frame_time_ms = weighted_ms / frame_count if frame_count > 0 else math.nan
         target = self.governor.target = self._target_for(frames)
         late_share = math.nan
-        if target.fps is not None and frame_count > 0:
+        if target.fps is not None and frame_count > 0 and not pseudo:
             deadline_ms = target.deadline_ms
             late = 0.0
             for f in frames:

@@ -117,6 +117,8 @@ def replay(
     energy = np.full((energy_units.size, n_levels), math.nan)
     times = np.full((energy_units.size, n_levels), math.nan)
     level = n_levels - 1
+    # one frame per unit: it made the deadline or it did not
+    deadline_ms, judged = target.deadline_ms, target.fps is not None
     started = time.perf_counter()
     for u in range(n_units):
         chosen[u] = level
@@ -130,6 +132,7 @@ def replay(
                 power_w=float(power_w[u, level]),
                 counters=counters[u, level],
                 mem_freq_mhz=mems_mhz[level],
+                late_share=float(time_ms[u, level] > deadline_ms) if judged else math.nan,
             )
         )
         view = decision.outlook

@@ -16,6 +16,7 @@ from govd.governor import Governor
 from govd.model.settings import ModelSettings
 from govd.policy.base import Outlook
 from govd.sources.base import Frame
+from govd.sources.busy import BusySource
 from govd.target import Target
 from govd.telemetry.log import EpisodeLimiter
 from tests.sysfs_fixtures import mali_panfrost
@@ -159,6 +160,24 @@ def test_the_governor_is_told_the_share_of_frames_past_the_deadline(tmp_path):
     assert seen[0].late_share == pytest.approx(1 / 3)
     assert seen[1].late_share == pytest.approx(3 / 4)
     assert math.isnan(seen[2].late_share)
+
+
+def test_pseudo_frames_of_busy_time_are_never_judged_late(tmp_path):
+    # 50 % busy over a 50 ms tick is a 25 ms pseudo-frame, past a 60 FPS deadline, but busy
+    # time has no deadline: a margin fed "late" from it would be wide when real frames return.
+    path, kernel = mali_panfrost(tmp_path, busy_percent=50, energy_uj=1_000_000)
+    device = DevfreqDevice(path, tmp_path, kernel)
+    device.save()
+    governor = Governor(device.levels_mhz, Scripted([2]), Target(fps=60), ModelSettings())
+    settings = RunnerSettings("scripted", Target(fps=60), {}, 0.0, ())
+    limiter = EpisodeLimiter(logging.getLogger("govd.test"))
+    runner = DeviceRunner(device, governor, settings, limiter, busy_source=BusySource())
+    seen = []
+    step = runner.governor.step
+    runner.governor.step = lambda sample: seen.append(sample) or step(sample)  # type: ignore
+    run_ticks(runner, 2)
+    assert seen[-1].frame_time_ms == pytest.approx(25.0)
+    assert math.isnan(seen[-1].late_share)
 
 
 def test_application_target_follows_the_busiest_sender(tmp_path):

@@ -22,8 +22,8 @@ def test_quick_run_reports_every_table_and_target(tmp_path: Path) -> None:
                           "--out", str(out)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     report = json.loads(out.read_text())
-    tables = {"v100-sim", "v100-units", "gtx980-pairs", "gtx1080ti-pairs", "gtx1080ti-core",
-              "rtx2070s-pairs", "rtx2070s-core"}
+    tables = {"v100-sim", "v100-sim-s1", "v100-sim-s2", "v100-units", "gtx980-pairs",
+              "gtx1080ti-pairs", "gtx1080ti-core", "rtx2070s-pairs", "rtx2070s-core"}
     for slowdown in ("0.1", "0.25"):
         rows = report["results"][slowdown]
         assert set(rows) == tables

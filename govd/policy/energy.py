@@ -30,33 +30,9 @@ seed 1 the model's curve for eigenvalues/bisectKernel sat ~2 spreads below the t
 MHz (1.257x, limit 1.25x), the price fell to ~0 and 2.5 % of units missed (0.3 % with the fixed
 margin); it also cost gtx980-pairs 0.6 points at 25 % (1.028 -> 1.034x).
 
-Tried to make it safe, and measured (issue #11; energy x oracle / violations, v100-sim seed 0
-at 10 minutes, held-out seeds 1 and 2 at 5, default | priced): s0 10 % 1.049/0.34 % |
-1.037/0.60 %, s0 25 % 1.040/0.30 % | 1.036/0.59 %, s1 10 % 1.082/0.26 % | 1.049/0.50 %, s1 25 %
-1.041/0.28 % | 1.030/2.52 %, s2 10 % 1.059/0.37 % | 1.046/0.44 %, s2 25 % 1.051/0.15 % |
-1.029/0.69 %. Each below was measured with priced misses and left out:
-- the spread calibrated online (the model widening `time_sd_now`/`time_sd_top` by the RMS
-  a-priori z-score of its last ~20 learned pairs, log(measured / predicted) over the spread
-  published the tick before, capped at 5 each): s1 at 25 % 2.5 -> 1.5 % (still 5x the default)
-  and it gave back the gain it was for (v100-sim 10 % 1.037 -> 1.052, s2 10 % 1.046 -> 1.061);
-  pairs measure ratios between neighbouring levels, while the misses came from a curve whose
-  ratio to the top crept (a bias no pair between the levels chosen sees). It also cost the
-  fixed margin (default) v100-sim 0.1-0.2 points and s2 1.7 points at 10 %;
-- a floor under the price (its start, 5): s1 25 % 0.89 %, but v100-sim 10 % 1.062x (worse than
-  the default);
-- a lower cap on a level's chance (``MAX_MISS_CHANCE``): 5 % left s1 25 % at 2.1 %, 2.3 % (the
-  chance at ``confidence``) at 2.3 %, 3.5 % fixed it (0.58 %): the outcome is not monotone in
-  the cap, so one seed's figure is path-dependent, and no cap was chosen from these runs.
-- every other steady-level probe run at the fastest level instead of one level lower (the
-  pair then measures the ratio the limit is on): s1 25 % 0.23 %, s2 25 % 1.043/0.18 %, but
-  v100-sim 25 % 1.94 % and its 10 % gain gone (1.053x).
-Over more held-out seeds (3-8, 5 minutes) the failure is systematic at 25 %, not one seed's:
-priced missed 1.06/0.47/2.38/2.19/2.45/0.45 % of units against 0.29/0.84/0.60/0.56/0.72/0.64 %
-for the default, ~80 % of the misses in steady work (not the unit after a change of work),
-while at 10 % it beat the default on every seed (1.050-1.056x against 1.066-1.072x, 0.36-0.63 %
-of units missed): where the limit is loose the chosen levels sit far below the top, and the
-curve's ratio to the top there is the least measured and the most biased.
-`bench/bench_decisions.py` carries the held-out seeds 1 and 2 as rows (`v100-sim-s1`, `-s2`).
+What was tried to make it safe, with figures, is in bench/README.md ("Energy policy: designs
+measured and left out"); `bench/bench_decisions.py` carries held-out V100 seeds 1 and 2 as
+rows (`v100-sim-s1`, `-s2`).
 
 Under a frame deadline those margins are scaled by what they achieve: after every tick that
 ran below the fastest allowed level (probes excluded: they are meant to find out; a level held
@@ -102,14 +78,8 @@ for 1.106 -> 1.132x the oracle, where the hedged causal reference of `govd.eval.
 (every phase's curve known, one unit late, inside the budget) reaches 1.122x; v100-sim went
 1.052 -> 1.049x (10 %) and 1.048 -> 1.040x (25 %).
 
-Measured and left out (issue #11, GTX 1080 Ti pairs at 10 %): the scaling form learns from 1
-pair in 2 000 ticks there (the prior's energy is flat near the top of a boost-clock table, so
-no probe is predicted to save) and govd runs as `performance`. Probing where the energy less
-``confidence`` standard deviations of what the model does not know saves made it learn (110
-pairs), at 2.5 % violations without the hedge (48 of 49 the unit after a change of work, none a
-probe) and 0.3 % with it, but saved nothing there (1.041x) and cost v100-sim 2.2 % violations
-at 25 %: the hedged causal reference (1.040x there) says little is to be had at 10 % when the
-work changes every few units.
+On the boost-clock hkbu tables govd runs as `performance`: why, and the probing rules
+measured there and left out, are in the same bench/README.md section.
 
 With two clock domains a level is a (core, memory) pair and the probes step along the core and
 the memory clock in turn (see `_neighbour`).

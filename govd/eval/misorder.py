@@ -15,6 +15,7 @@ Every figure is a mean of per-unit taus over the units `Replay.energy_units` kep
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 
@@ -112,7 +113,7 @@ def misorder(sweep: SweepTable, run: Replay, target: Target, idle_power_w: float
     ran = np.bincount(run.levels, minlength=n_levels)
     out.run_share = [float(v) for v in ran / max(ran.sum(), 1)]
     edges = np.linspace(0, out.units, max(windows, 1) + 1).astype(int)
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in pairwise(edges):
         if hi > lo:
             out.windows.append({k: _mean(v[lo:hi]) for k, v in per_unit.items()})
     return out

@@ -3,14 +3,20 @@
 
 Builds `Daemon` in this process on the simulated tree (game-medium, real time, frames through
 the socket), wraps the parts of a tick in thread-time counters and calls the tick body every
-50 ms. A part's figure includes the parts it calls (``source.drain`` includes ``receive``, which
-includes ``_take``, which includes ``parse`` and ``credentials``). Writes
-`bench/results/tick_parts.json`.   python bench/profile_tick.py [--ticks 200]
+50 ms, after ``--warmup`` ticks left out (the first ones compile or load numba's kernels). A
+part's figure includes the parts it calls (``source.drain`` includes ``receive``, which includes
+``_take``, which includes ``parse`` and ``credentials``). Writes `bench/results/tick_parts.json`.
+With ``--calls`` the same ticks run under cProfile instead (no timers), and the Python calls a
+tick makes, by function, are printed: what a tick touches, not what it costs.
+
+    python bench/profile_tick.py [--ticks 200] [--warmup 20] [--calls]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -69,10 +75,36 @@ def _wrap(daemon: Daemon, spent: Counter[str]) -> None:
     source._sock = _TimedSocket(source._sock, spent)  # type: ignore[attr-defined]
 
 
+def _ticks(daemon: Daemon, ticks: int, last_s: float) -> float:
+    """Run ``ticks`` tick bodies, one per `PERIOD_S`; returns when the last one started (s)."""
+    for _ in range(ticks):
+        time.sleep(PERIOD_S)
+        now_s = time.monotonic()
+        daemon._tick(Tick(now_s, now_s, now_s - last_s, 0))
+        last_s = now_s
+    return last_s
+
+
+def _print_calls(profile: cProfile.Profile, ticks: int) -> None:
+    """Python calls per tick, in all and by function (most called first)."""
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    rows = sorted(((calls / ticks, f"{Path(file).name}:{line}({name})")
+                   for (file, line, name), (_, calls, *_) in stats.items()), reverse=True)
+    total = sum(n for n, _ in rows)
+    print(f"calls per tick: {total:.1f} over {ticks} ticks")
+    for n, where in rows:
+        if n >= 0.1:
+            print(f"{n:8.2f}  {where}")
+
+
 def main() -> None:
     """Run the profile and write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ticks", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20,
+                        help="ticks run first and left out of the figures")
+    parser.add_argument("--calls", action="store_true",
+                        help="print the Python calls per tick (cProfile) instead of timing")
     args = parser.parse_args()
     spent: Counter[str] = Counter()
     with scratch_dir("govd-profile-") as tmp_name:
@@ -87,17 +119,22 @@ def main() -> None:
         daemon = Daemon(Options(config, sysfs_root=root))
         try:
             daemon._start()
-            _wrap(daemon, spent)
-            last_s = time.monotonic()
-            for _ in range(args.ticks):
-                time.sleep(PERIOD_S)
-                now_s = time.monotonic()
-                daemon._tick(Tick(now_s, now_s, now_s - last_s, 0))
-                last_s = now_s
+            last_s = _ticks(daemon, args.warmup, time.monotonic())
+            if args.calls:
+                profile = cProfile.Profile()
+                profile.enable()
+                _ticks(daemon, args.ticks, last_s)
+                profile.disable()
+            else:
+                _wrap(daemon, spent)
+                _ticks(daemon, args.ticks, last_s)
         finally:
             daemon._shutdown()
             sim.terminate()
             sim.wait(timeout=60)
+    if args.calls:
+        _print_calls(profile, args.ticks)
+        return
     result = {
         "benchmark": "parts of the daemon's tick, one tick per 50 ms on the live simulated GPU",
         "ticks": args.ticks,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -405,8 +406,12 @@ class Daemon:
             runner.tick(now_s, interval_s, frames_for(frames, runner.name))
             if tick.overruns and self.metrics is not None:
                 self.metrics.record_overrun(runner.name)
-        self.idle.decided(now_s)
-        if self.idle.due(now_s, len(frames), busiest([r.last_busy for r in self.runners])):
+        idle = self.idle
+        idle.decided(now_s)
+        # With frames the GPU is not quiet whatever its busy fraction: look that up only
+        # without frames (a list and a call less every tick while a game runs).
+        busy = math.nan if frames else busiest([r.last_busy for r in self.runners])
+        if idle.due(now_s, len(frames), busy):
             self._enter_idle(now_s)
 
     def _enter_idle(self, now_s: float) -> None:

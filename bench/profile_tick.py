@@ -2,14 +2,15 @@
 (caches as cold as in production, unlike back-to-back ticks), each part timed by thread CPU time.
 
 Builds `Daemon` in this process on the simulated tree (game-medium, real time, frames through
-the socket), wraps the parts of a tick in thread-time counters and calls the tick body every
-50 ms, after ``--warmup`` ticks left out (the first ones compile or load numba's kernels). A
+the socket) and calls the tick body every 50 ms, after ``--warmup`` ticks left out (the first
+ones compile or load numba's kernels): ``--ticks`` ticks timed as a whole ("tick alone", the
+figure to compare), then as many with the parts of a tick wrapped in thread-time counters. A
 part's figure includes the parts it calls (``source.drain`` includes ``receive``, which includes
 ``_take``, which includes ``parse`` and ``credentials``). Writes `bench/results/tick_parts.json`.
 With ``--calls`` the same ticks run under cProfile instead (no timers), and the Python calls a
 tick makes, by function, are printed: what a tick touches, not what it costs.
 
-    python bench/profile_tick.py [--ticks 200] [--warmup 20] [--calls]
+    python bench/profile_tick.py [--ticks 200] [--warmup 20] [--calls] [--out FILE]
 """
 
 from __future__ import annotations
@@ -75,12 +76,15 @@ def _wrap(daemon: Daemon, spent: Counter[str]) -> None:
     source._sock = _TimedSocket(source._sock, spent)  # type: ignore[attr-defined]
 
 
-def _ticks(daemon: Daemon, ticks: int, last_s: float) -> float:
-    """Run ``ticks`` tick bodies, one per `PERIOD_S`; returns when the last one started (s)."""
+def _ticks(daemon: Daemon, ticks: int, last_s: float,
+           tick: Callable[[Tick], None] | None = None) -> float:
+    """Run ``ticks`` tick bodies (``tick``, default the daemon's), one per `PERIOD_S`; returns
+    when the last one started (s)."""
+    body = tick or daemon._tick
     for _ in range(ticks):
         time.sleep(PERIOD_S)
         now_s = time.monotonic()
-        daemon._tick(Tick(now_s, now_s, now_s - last_s, 0))
+        body(Tick(now_s, now_s, now_s - last_s, 0))
         last_s = now_s
     return last_s
 
@@ -103,6 +107,8 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20,
                         help="ticks run first and left out of the figures")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where the JSON goes (default bench/results/tick_parts.json)")
     parser.add_argument("--calls", action="store_true",
                         help="print the Python calls per tick (cProfile) instead of timing")
     args = parser.parse_args()
@@ -126,6 +132,10 @@ def main() -> None:
                 _ticks(daemon, args.ticks, last_s)
                 profile.disable()
             else:
+                # The whole tick alone first: each timed part adds two system calls, which a
+                # cold tick pays dearly (~40 of them a tick), so the parts inflate the total.
+                whole = _timed(spent, "tick alone", daemon._tick)
+                last_s = _ticks(daemon, args.ticks, last_s, whole)
                 _wrap(daemon, spent)
                 _ticks(daemon, args.ticks, last_s)
         finally:
@@ -141,12 +151,14 @@ def main() -> None:
         "thread_cpu_us_per_tick": {k: round(v / args.ticks / 1000, 1)
                                    for k, v in spent.most_common()},
         "notes": "thread CPU time per tick of each part, parts included in their callers; "
+                 "'tick alone': the tick body timed alone, over as many ticks before the parts "
+                 "were wrapped (the figure to compare); "
                  "each timed call adds two clock_gettime(CLOCK_THREAD_CPUTIME_ID) system calls, "
                  "which inflate the small parts called per frame (parse, credentials); the "
                  "whole-process figure (bench_daemon) adds the wait and the kernel's side",
         "machine": machine(),
     }
-    write_result("tick_parts", result)
+    write_result("tick_parts", result, args.out)
 
 
 if __name__ == "__main__":

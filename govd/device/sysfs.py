@@ -169,7 +169,7 @@ class SysfsDevice(Device):
         return path
 
     def _read(self, rel: str) -> str:
-        path = self._file(rel)
+        path = self._paths.get(rel) or self._file(rel)  # `_file` only the first time: per tick
         try:
             return self.io.read_text(path)
         except OSError as exc:

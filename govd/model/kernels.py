@@ -256,10 +256,11 @@ def njit(*args: Any, **options: Any) -> Any:
     return decorate
 
 
-def mode_line() -> tuple[str, bool]:
-    """How this process runs its kernels (a line for the daemon's start-up log) and whether
-    it is a problem worth a warning (an extension is there but stale or unloadable)."""
-    return MODE_REASON, MODE_PROBLEM
+def log_mode(log: logging.Logger) -> None:
+    """Say once (the daemon, at start-up) how this process runs its kernels: info when
+    compiled ahead of time or never built, a warning when an extension is there but stale or
+    unloadable (govd then pays numba's memory and start-up)."""
+    log.log(logging.WARNING if MODE_PROBLEM else logging.INFO, "kernels: %s", MODE_REASON)
 
 
 def ahead_of_time(kernel: object) -> bool:

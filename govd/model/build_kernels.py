@@ -177,7 +177,8 @@ def build(ticks: int = 40) -> Path:
         if not built.exists():
             raise BuildError(f"numba.pycc wrote no {built.name}")
         # The table first: an extension without its table is refused as unloadable.
-        (Path(scratch) / (name + ".json")).write_text(json.dumps(table, indent=1) + "\n")
+        content = {"sha256": kernels.file_digest(built), "kernels": table}
+        (Path(scratch) / (name + ".json")).write_text(json.dumps(content, indent=1) + "\n")
         os.replace(Path(scratch) / (name + ".json"), folder / (name + ".json"))
         os.replace(built, folder / built.name)
     if kernels.source_digest(folder) != digest:
@@ -207,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"govd build_kernels: compiling failed: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         return 1
-    exported = json.loads(path.with_name(path.name.split(".")[0] + ".json").read_text())
+    table = json.loads(path.with_name(path.name.split(".")[0] + ".json").read_text())
+    exported = table["kernels"]
     print(f"govd build_kernels: {path} ({', '.join(sorted(exported))}) in "
           f"{time.perf_counter() - start:.0f} s")
     return 0

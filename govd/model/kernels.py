@@ -91,13 +91,24 @@ class ArraySpec:
                 "writable": self.writable}
 
 
-def _read_arrays(path: Path) -> dict[str, list[ArraySpec | None]]:
-    """The argument table the build wrote beside the extension (``{symbol: [spec|null]}``)."""
-    table = json.loads(path.read_text())
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file (hex): the table beside the extension holds the extension's, checked
+    before loading it (a truncated or damaged shared object can crash the process that loads
+    it, where a refused one only costs numba's JIT). ~1 ms for the ~1 MB extension."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _read_table(table_path: Path, extension: Path) -> dict[str, list[ArraySpec | None]]:
+    """The argument table the build wrote beside ``extension``
+    (``{"sha256": ..., "kernels": {symbol: [spec|null]}}``); ValueError when it does not
+    describe that very file."""
+    table = json.loads(table_path.read_text())
+    if table.get("sha256") != file_digest(extension):
+        raise ValueError("its checksum does not match the table beside it (damaged)")
     return {symbol: [None if a is None else ArraySpec(str(a["dtype"]), int(a["ndim"]),
                                                        bool(a["contiguous"]), bool(a["writable"]))
                      for a in args]
-            for symbol, args in table.items()}
+            for symbol, args in table["kernels"].items()}
 
 
 def guarded(compiled: Callable[..., Any], arrays: list[ArraySpec | None],
@@ -156,7 +167,7 @@ def load_extension(folder: Path = FOLDER) -> tuple[Extension | None, str, bool]:
                           "sources); python -m govd.model.build_kernels rebuilds them"), True
         return None, "no compiled kernels (python -m govd.model.build_kernels builds them)", False
     try:
-        arrays = _read_arrays(folder / (name + ".json"))
+        arrays = _read_table(folder / (name + ".json"), path)
         spec = importlib.util.spec_from_file_location(f"govd.model.{name}", path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -164,7 +175,7 @@ def load_extension(folder: Path = FOLDER) -> tuple[Extension | None, str, bool]:
         missing = [symbol for symbol in arrays if not hasattr(module, symbol)]
         if missing:
             raise ImportError(f"{', '.join(missing)} not exported")
-    except Exception as exc:  # ImportError, OSError, ValueError: a bad ELF, a missing symbol...
+    except Exception as exc:  # OSError, ValueError, KeyError, ImportError: a bad table or ELF
         return None, f"cannot load the compiled kernels {path.name}: {exc}", True
     return Extension(module, arrays), f"compiled ahead of time ({path.name})", False
 

@@ -214,3 +214,55 @@ def test_the_guard_sends_only_the_exported_array_type_to_the_compiled_kernel() -
     assert _routes(spec, [0.0, 0.0]) == "jit"
     reading = ArraySpec("float64", 1, contiguous=True, writable=False)
     assert _routes(reading, read_only) == "compiled" and _routes(reading, ok) == "compiled"
+
+
+def _two_calls(first: np.ndarray, second: np.ndarray) -> tuple[object, set[tuple[object, ...]]]:
+    import numba
+
+    from govd.model.kernels import _Kernel
+
+    def first_cell(a):  # type: ignore[no-untyped-def]
+        return a[0]
+
+    dispatcher = numba.njit(first_cell)
+    dispatcher(first)
+    dispatcher(second)
+    calls = {(dispatcher.typeof_pyval(first),), (dispatcher.typeof_pyval(second),)}
+    return _Kernel(first_cell, {}, dispatcher=dispatcher), calls
+
+
+def test_the_build_refuses_a_kernel_called_with_two_signatures() -> None:
+    from govd.model.build_kernels import BuildError, signature
+
+    kernel, calls = _two_calls(np.zeros(2), np.zeros(2, dtype=np.int64))
+    with pytest.raises(BuildError, match=r"first_cell is called with 2 signatures \(.*int64"):
+        signature(kernel, calls)
+
+
+def test_a_read_only_and_a_writable_array_of_one_type_export_as_the_read_only_one() -> None:
+    from govd.model.build_kernels import signature
+
+    read_only = np.zeros(2)
+    read_only.flags.writeable = False
+    kernel, calls = _two_calls(np.zeros(2), read_only)
+    sig = signature(kernel, calls)
+    assert len(sig.args) == 1 and not sig.args[0].mutable and str(sig.return_type) == "float64"
+
+
+def test_a_failed_build_says_why_in_one_line_and_exits_1() -> None:
+    done = python("import govd.model.build_kernels as b\n"
+                  "b.entry_calls = lambda ticks: {}\n"
+                  "raise SystemExit(b.main([]))\n", mode="jit", check=False)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "govd build_kernels: no kernel was called from Python while driving the governors"]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_goes_on_with_the_jit_when_the_kernels_do_not_build() -> None:
+    import subprocess
+
+    done = subprocess.run(["make", "-s", "kernels", "PY=false"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "kernels not compiled ahead of time; govd uses numba's JIT" in done.stdout

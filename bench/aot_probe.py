@@ -16,19 +16,42 @@ the bit, and the cost of one ``model_tick`` call: numba's dispatcher, the compil
 behind `govd.model.kernels.guarded`'s check of its arrays, and the compiled kernel alone.
 ``--build`` also rebuilds the extension in that venv and records how long it takes.
 
-Writes `bench/results/aot_probe.json`.   python bench/aot_probe.py [--python PY] [--ticks 300]
+Last, ``--pairs`` interleaved pairs of `govd run` on the live simulated GPU (game-medium, real
+time), one daemon per mode and pair, the order alternating, numba's cache warm: start to READY,
+CPU per tick over ``--seconds`` of frames (/proc utime+stime of the daemon, 10 ms clock ticks),
+anonymous memory after it. The machine is shared: only the same minute compares.
+
+Writes `bench/results/aot_probe.json`.
+    python bench/aot_probe.py [--python PY] [--ticks 300] [--build] [--pairs 3] [--seconds 15]
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import os
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
-from daemon_setup import env, machine, write_result
+from daemon_setup import (
+    NotifyListener,
+    cpu_s,
+    env,
+    machine,
+    memory_mb,
+    scratch_dir,
+    start_daemon,
+    start_sim,
+    stop,
+    write_result,
+)
+
+PERIOD_S = 0.05
+SETTLE_S = 3.0
 
 _ANON = """
 import sys, time
@@ -109,6 +132,48 @@ def _build(python: str) -> dict[str, object]:
             "said": (done.stdout + done.stderr).strip().splitlines()[-1:]}
 
 
+def _daemon(tmp: Path, root: Path, python: str | None, mode: str, seconds: float
+            ) -> dict[str, Any]:
+    """One `govd run` with ``GOVD_KERNELS=mode``: READY, CPU per tick, memory."""
+    os.environ["GOVD_KERNELS"] = mode  # start_daemon passes this process's environment on
+    notify = NotifyListener(tmp / f"notify-{mode}-{time.monotonic_ns()}.sock")
+    try:
+        start = time.perf_counter()
+        daemon = start_daemon(tmp, root, notify.path, python=python)
+        notify.wait_ready(daemon)
+        ready_s = time.perf_counter() - start
+        notify.drain_in_background()
+        time.sleep(SETTLE_S)
+        cpu0, wall0 = cpu_s(daemon.pid), time.monotonic()
+        time.sleep(seconds)
+        cpu1, wall1 = cpu_s(daemon.pid), time.monotonic()
+        memory = memory_mb(daemon.pid)
+        stop(daemon)
+    finally:
+        notify.close()
+        del os.environ["GOVD_KERNELS"]
+    return {"start_to_ready_s": round(ready_s, 3),
+            "cpu_per_tick_us": round((cpu1 - cpu0) / ((wall1 - wall0) / PERIOD_S) * 1e6, 1),
+            **memory}
+
+
+def _interleaved(python: str | None, pairs: int, seconds: float) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {"jit": [], "aot": []}
+    with scratch_dir("govd-aot-") as tmp_name:
+        tmp = Path(tmp_name)
+        root = tmp / "gpu"
+        sim = start_sim(root, tmp / "frames.sock", 1.0, "game-medium")
+        try:
+            _daemon(tmp, root, python, "jit", 0.0)  # warms numba's cache, discarded
+            for pair in range(pairs):
+                for mode in ("jit", "aot") if pair % 2 == 0 else ("aot", "jit"):
+                    runs[mode].append(_daemon(tmp, root, python, mode, seconds))
+        finally:
+            sim.terminate()
+            sim.wait(timeout=60)
+    return {"pairs": pairs, "seconds": seconds, **runs}
+
+
 def main() -> None:
     """Run the probe and write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__,
@@ -117,6 +182,10 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=300)
     parser.add_argument("--build", action="store_true",
                         help="rebuild the extension in that venv first and time the build")
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="interleaved pairs of daemons, one per mode (0: none)")
+    parser.add_argument("--seconds", type=float, default=15.0,
+                        help="frames measured per daemon, wall s")
     args = parser.parse_args()
     build = _build(args.python) if args.build else None
     _run(args.python, _STEPS, "jit")  # warms numba's cache: the daemon's case is a warm start
@@ -138,12 +207,17 @@ def main() -> None:
             "call_us_aot_guarded": aot_ticks["call_us"],
             "call_us_aot_unguarded": aot_ticks.get("call_us_unguarded"),
         },
+        "daemon_interleaved": _interleaved(
+            None if args.python == sys.executable else args.python, args.pairs, args.seconds)
+        if args.pairs > 0 else None,
         "notes": "each step's anon_mb is the process's Anonymous memory after it (MiB), "
                  "wall_s the step's own time; a fresh process per column, numba's cache warm. "
                  "call_us: the best of 5 x 20000 model_tick calls (M=2, 5 levels, no "
                  "counters); aot_guarded is what govd calls (govd.model.kernels.guarded checks "
                  "the arrays' type, dtype, layout and writability), aot_unguarded the extension's "
-                 "function alone.",
+                 "function alone. daemon_interleaved: per mode, one govd run per pair "
+                 "(cpu_per_tick_us from /proc utime+stime over the window, anon_mb etc. from "
+                 "smaps_rollup after sync).",
         "machine": machine(),
     }
     write_result("aot_probe", result)

@@ -116,30 +116,21 @@ def guarded(compiled: Callable[..., Any], arrays: list[ArraySpec | None],
     """``compiled`` behind a check of its array arguments (type, dtype, dimensions, layout,
     writability; ~0.1 µs an array): a call with other arrays goes to ``otherwise`` (numba's
     JIT, which compiles for them), as numba's own dispatcher would, instead of crashing."""
-    n = len(arrays)
-    names = [f"a{i}" for i in range(n)]
-    tests = []
-    for name, spec in zip(names, arrays, strict=True):
-        if spec is None:
-            continue
-        tests.append(f"{name}.__class__ is ndarray and {name}.dtype is {name}_dtype "
-                     f"and {name}.ndim == {spec.ndim}")
-        if spec.contiguous and spec.writable:  # one flags object: each costs ~40 ns
-            tests.append(f"({name}_f := {name}.flags).c_contiguous and {name}_f.writeable")
-        elif spec.contiguous:
-            tests.append(f"{name}.flags.c_contiguous")
-        elif spec.writable:
-            tests.append(f"{name}.flags.writeable")
-    scope: dict[str, Any] = {"ndarray": np.ndarray, "compiled": compiled, "otherwise": otherwise}
-    scope.update({f"{name}_dtype": np.dtype(spec.dtype)
-                  for name, spec in zip(names, arrays, strict=True) if spec is not None})
-    args = ", ".join(names)
-    source = (f"def call({args}):\n"
-              f"    if {' and '.join(tests) or 'True'}:\n"
-              f"        return compiled({args})\n"
-              f"    return otherwise({args})\n")
-    exec(source, scope)  # one flat test per call: a loop over the specs would cost ~1 µs
-    call: Callable[..., Any] = scope["call"]
+    checks = tuple((i, np.dtype(spec.dtype), spec.ndim, spec.contiguous, spec.writable)
+                   for i, spec in enumerate(arrays) if spec is not None)
+    ndarray = np.ndarray
+
+    def call(*args: Any) -> Any:
+        for i, dtype, ndim, contiguous, writable in checks:
+            a = args[i]
+            if a.__class__ is not ndarray or a.dtype is not dtype or a.ndim != ndim:
+                return otherwise(*args)
+            if contiguous or writable:  # one flags object: each costs ~40 ns
+                flags = a.flags
+                if (contiguous and not flags.c_contiguous) or (writable and not flags.writeable):
+                    return otherwise(*args)
+        return compiled(*args)
+
     return call
 
 

@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.govd-installed
 
-.PHONY: setup container-tools test lint bench demo clean install install-system uninstall
+.PHONY: setup container-tools kernels test lint bench demo clean install install-system uninstall
 
 setup: $(STAMP) container-tools
 
@@ -46,7 +46,15 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	$(MAKE) -s --no-print-directory kernels
 	touch $(STAMP)
+
+# The per-tick kernels compiled ahead of time (govd/model/build_kernels.py), so that `govd run`
+# imports neither numba nor llvmlite (~40 MB, ~0.3 s). The tests then run what the installed
+# service runs; tests/test_kernels_aot.py compares it with numba's JIT and rebuilds it when the
+# kernel sources changed. A failed build fails nothing: govd falls back to numba's JIT.
+kernels:
+	-@$(PY) -m govd.model.build_kernels || echo "govd: kernels not compiled ahead of time; govd uses numba's JIT"
 
 # pytest exits 5 when it collected nothing: for us that is a failure, never a pass. The setup
 # installed umockdev, so the udev tests must run here, not skip.
@@ -69,7 +77,7 @@ demo: setup
 	$(PY) -m govd run --sim --speed 10 --duration-s 600
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis govd/model/_aot_*
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
 # --- installing the service -------------------------------------------------------------
@@ -93,6 +101,10 @@ install: setup
 	test -x $(DESTDIR)$(APPDIR)/bin/python || $(PYTHON) -m venv $(DESTDIR)$(APPDIR)
 	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q --upgrade pip
 	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q '.[metrics]'
+	@# in the installed package, from its own sources (a failure only costs numba's JIT)
+	-@cd / && NUMBA_CACHE_DIR=$$(mktemp -d) sh -c '$(DESTDIR)$(APPDIR)/bin/python -m govd.model.build_kernels; \
+	  rc=$$?; rm -rf "$$NUMBA_CACHE_DIR"; exit $$rc' || \
+	  echo "govd install: kernels not compiled ahead of time; govd will use numba's JIT (it says so at start)"
 	@# pip writes the venv's own path into its scripts' #! lines; staged, that is the DESTDIR
 	@# path, which does not exist once the tree is in place: point them at $(APPDIR).
 	@[ -z "$(DESTDIR)" ] || grep -rlI -- '$(DESTDIR)$(APPDIR)' $(DESTDIR)$(APPDIR)/bin \

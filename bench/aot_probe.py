@@ -1,29 +1,57 @@
-"""Probe: what numba costs the daemon's start-up and memory, and whether the tick kernel could be
-compiled ahead of time instead (issue #14; measured, not wired into govd).
+"""What the compiled kernels (`govd.model.kernels`, `python -m govd.model.build_kernels`)
+change in the daemon's start-up, memory and per-tick call cost (issue #14).
 
-In fresh processes of the given interpreter (the installed service's venv), each step's
+In fresh processes of the given interpreter (the installed service's venv, whose `make install`
+built the extension; run from a scratch folder so that it imports its own govd), each step's
 anonymous memory (``/proc/self/smaps_rollup``) and wall time:
 
-- ``import numpy``, then ``import numba``;
-- the first call of a cached kernel (`govd.model.online.OnlineModel`, as the daemon's start-up
-  makes it): numba then loads its typing and lowering registries and compiles its runtime;
-- ``model_tick`` compiled ahead of time with ``numba.pycc`` (pending deprecation since numba
-  0.57) into a temporary folder: its build time, the cost of importing the extension beside
-  numpy alone (numba not imported), whether it gives the JIT's results bit for bit over a few
-  hundred ticks, and the cost of one call of each.
+- numba's JIT (``GOVD_KERNELS=jit``): ``import numpy``, the kernel modules (which import
+  numba), the first `OnlineModel` (numba loads the cached kernels: its typing and lowering
+  registries, its runtime);
+- compiled ahead of time (``GOVD_KERNELS=aot``): ``import numpy``, the kernel modules (which
+  load the extension), the first `OnlineModel` and tick; whether numba or llvmlite got imported.
 
-Writes `bench/results/aot_probe.json`.   python bench/aot_probe.py [--python PY] [--ticks 300]
+Then, over the same few hundred ticks in each mode, whether the model's state is the same to
+the bit, and the cost of one ``model_tick`` call: numba's dispatcher, the compiled kernel
+behind `govd.model.kernels.guarded`'s check of its arrays, and the compiled kernel alone.
+``--build`` also rebuilds the extension in that venv and records how long it takes.
+
+Last, ``--pairs`` interleaved pairs of `govd run` on the live simulated GPU (game-medium, real
+time), one daemon per mode and pair, the order alternating, numba's cache warm: start to READY,
+CPU per tick over ``--seconds`` of frames (/proc utime+stime of the daemon, 10 ms clock ticks),
+anonymous memory after it. The machine is shared: only the same minute compares.
+
+Writes `bench/results/aot_probe.json`.
+    python bench/aot_probe.py [--python PY] [--ticks 300] [--build] [--pairs 3] [--seconds 15]
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import os
 import subprocess
 import sys
 import tempfile
+import time
+from pathlib import Path
+from typing import Any
 
-from daemon_setup import REPO, env, machine, write_result
+from daemon_setup import (
+    NotifyListener,
+    cpu_s,
+    env,
+    machine,
+    memory_mb,
+    scratch_dir,
+    start_daemon,
+    start_sim,
+    stop,
+    write_result,
+)
+
+PERIOD_S = 0.05
+SETTLE_S = 3.0
 
 _ANON = """
 import sys, time
@@ -36,74 +64,114 @@ def mark(name, start):
     steps[name] = {'anon_mb': round(anon(), 1), 'wall_s': round(time.perf_counter() - start, 4)}
 """
 
-_IMPORTS = _ANON + """
+_STEPS = _ANON + """
 sys.modules['scipy'] = None  # as `govd run` does (govd.daemon.footprint)
 t = time.perf_counter(); import numpy; mark('import numpy', t)
-t = time.perf_counter(); import numba; mark('import numba', t)
 t = time.perf_counter()
-from govd.model.online import OnlineModel
-OnlineModel(numpy.array([200.0, 400.0, 600.0, 800.0]))
-mark('first cached kernel (OnlineModel)', t)
-print(repr(steps))
-"""
-
-_BUILD = """
-import time, warnings, sys
-warnings.simplefilter('ignore')  # NumbaPendingDeprecationWarning: pycc
+import govd.model.online, govd.model.scaling_model
+mark('kernel modules', t)
 t = time.perf_counter()
-from numba.pycc import CC
-from govd.model import tick
-cc = CC('govd_tick_aot')
-cc.output_dir = sys.argv[1]
-cc.export('model_tick', 'i8(f8[::1], f8[::1], f8, f8, f8, f8, f8, f8)')(tick.model_tick.py_func)
-cc.compile()
-print(repr(round(time.perf_counter() - t, 2)))
-"""
-
-_LOAD_AOT = _ANON + """
-t = time.perf_counter(); import numpy; mark('import numpy', t)
-sys.path.insert(0, sys.argv[1])
-t = time.perf_counter(); import govd_tick_aot; mark('import the AOT model_tick', t)
+model = govd.model.online.OnlineModel(numpy.array([200.0, 400.0, 600.0, 800.0]))
+model.update(5.0, 400.0, numpy.zeros(0), 20.0, 0.5, 0.5, 16.6)
+mark('first OnlineModel and tick', t)
+from govd.model import kernels
+steps['kernels'] = kernels.MODE_REASON
 steps['numba imported'] = 'numba' in sys.modules
+steps['llvmlite imported'] = 'llvmlite' in sys.modules
+steps['govd'] = kernels.__file__
 print(repr(steps))
 """
 
-_COMPARE = """
-import sys, timeit, math
+_TICKS = """
+import sys, timeit, math, hashlib
 import numpy as np
-sys.path.insert(0, sys.argv[1])
-import govd_tick_aot
+from govd.model import kernels
 from govd.model.online import OnlineModel
 from govd.model import tick
 levels = [200.0, 300.0, 400.0, 600.0, 800.0]
 model = OnlineModel(np.array(levels))
-aot, jit = model.state.copy(), model.state.copy()
+state = model.state.copy()
 x = np.zeros(0)
-x.flags.writeable = False  # as the daemon passes its counters
+x.flags.writeable = False  # as the daemon passes "no counters"
 rng = np.random.default_rng(1)
-same_flags = True
-for i in range(int(sys.argv[2])):
+flags = []
+for i in range(int(sys.argv[1])):
     f = levels[i % len(levels)]
     t_ms = 1000.0 / f * (1.0 + 0.05 * rng.standard_normal())
-    args = (x, t_ms, f, 5.0 + f / 200.0, 0.6, math.nan, 16.6)
-    same_flags &= govd_tick_aot.model_tick(aot, *args) == tick.model_tick(jit, *args)
+    flags.append(tick.model_tick(state, x, t_ms, f, 5.0 + f / 200.0, 0.6, math.nan, 16.6))
 n = 20000
 args = (x, 5.0, 400.0, 5.0, 0.5, math.nan, 16.6)
-print(repr({
-    'flags_equal': bool(same_flags),
-    'state_bit_identical': bool(np.array_equal(aot, jit, equal_nan=True)),
-    'call_us_aot': round(timeit.timeit(lambda: govd_tick_aot.model_tick(aot, *args), number=n)
-                         / n * 1e6, 3),
-    'call_us_jit': round(timeit.timeit(lambda: tick.model_tick(jit, *args), number=n)
-                         / n * 1e6, 3),
-}))
+out = {'state_sha256': hashlib.sha256(state.tobytes()).hexdigest(),
+       'flags_sha256': hashlib.sha256(repr(flags).encode()).hexdigest(),
+       'call_us': round(min(timeit.repeat(lambda: tick.model_tick(state, *args), number=n,
+                                          repeat=5)) / n * 1e6, 3)}
+entry = kernels._kernels.get(id(tick.model_tick))
+if entry is not None and entry.compiled is not None:
+    raw = entry.compiled
+    out['call_us_unguarded'] = round(min(timeit.repeat(lambda: raw(state, *args), number=n,
+                                                       repeat=5)) / n * 1e6, 3)
+print(repr(out))
 """
 
 
-def _run(python: str, code: str, *args: str) -> object:
-    out = subprocess.run([python, "-c", code, *args], env=env(), cwd=REPO, check=True,
-                         capture_output=True, text=True, timeout=600).stdout
+def _run(python: str, code: str, mode: str, *args: str) -> object:
+    with tempfile.TemporaryDirectory(prefix="govd-aot-") as scratch:  # not the repository
+        out = subprocess.run([python, "-c", code, *args], cwd=scratch, check=True,
+                             env={**env(repo=python == sys.executable), "GOVD_KERNELS": mode},
+                             capture_output=True, text=True, timeout=900).stdout
     return ast.literal_eval(out.strip().splitlines()[-1])  # the repr the snippet printed
+
+
+def _build(python: str) -> dict[str, object]:
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="govd-aot-") as scratch:
+        done = subprocess.run([python, "-m", "govd.model.build_kernels"], cwd=scratch,
+                              env={**env(repo=python == sys.executable), "GOVD_KERNELS": "jit"},
+                              capture_output=True, text=True, timeout=900)
+    return {"wall_s": round(time.perf_counter() - start, 1), "returncode": done.returncode,
+            "said": (done.stdout + done.stderr).strip().splitlines()[-1:]}
+
+
+def _daemon(tmp: Path, root: Path, python: str | None, mode: str, seconds: float
+            ) -> dict[str, Any]:
+    """One `govd run` with ``GOVD_KERNELS=mode``: READY, CPU per tick, memory."""
+    os.environ["GOVD_KERNELS"] = mode  # start_daemon passes this process's environment on
+    notify = NotifyListener(tmp / f"notify-{mode}-{time.monotonic_ns()}.sock")
+    try:
+        start = time.perf_counter()
+        daemon = start_daemon(tmp, root, notify.path, python=python)
+        notify.wait_ready(daemon)
+        ready_s = time.perf_counter() - start
+        notify.drain_in_background()
+        time.sleep(SETTLE_S)
+        cpu0, wall0 = cpu_s(daemon.pid), time.monotonic()
+        time.sleep(seconds)
+        cpu1, wall1 = cpu_s(daemon.pid), time.monotonic()
+        memory = memory_mb(daemon.pid)
+        stop(daemon)
+    finally:
+        notify.close()
+        del os.environ["GOVD_KERNELS"]
+    return {"start_to_ready_s": round(ready_s, 3),
+            "cpu_per_tick_us": round((cpu1 - cpu0) / ((wall1 - wall0) / PERIOD_S) * 1e6, 1),
+            **memory}
+
+
+def _interleaved(python: str | None, pairs: int, seconds: float) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {"jit": [], "aot": []}
+    with scratch_dir("govd-aot-") as tmp_name:
+        tmp = Path(tmp_name)
+        root = tmp / "gpu"
+        sim = start_sim(root, tmp / "frames.sock", 1.0, "game-medium")
+        try:
+            _daemon(tmp, root, python, "jit", 0.0)  # warms numba's cache, discarded
+            for pair in range(pairs):
+                for mode in ("jit", "aot") if pair % 2 == 0 else ("aot", "jit"):
+                    runs[mode].append(_daemon(tmp, root, python, mode, seconds))
+        finally:
+            sim.terminate()
+            sim.wait(timeout=60)
+    return {"pairs": pairs, "seconds": seconds, **runs}
 
 
 def main() -> None:
@@ -112,22 +180,46 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", default=sys.executable, help="the interpreter to probe")
     parser.add_argument("--ticks", type=int, default=300)
+    parser.add_argument("--build", action="store_true",
+                        help="rebuild the extension in that venv first and time the build")
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="interleaved pairs of daemons, one per mode (0: none)")
+    parser.add_argument("--seconds", type=float, default=15.0,
+                        help="frames measured per daemon, wall s")
     args = parser.parse_args()
-    _run(args.python, _IMPORTS)  # warms numba's cache: the daemon's case is a warm start
-    with tempfile.TemporaryDirectory(prefix="govd-aot-") as folder:
-        result = {
-            "benchmark": "numba's share of the daemon's start-up and memory; model_tick "
-                         "compiled ahead of time with numba.pycc",
-            "python": args.python,
-            "jit_steps": _run(args.python, _IMPORTS),
-            "aot_build_s": _run(args.python, _BUILD, folder),
-            "aot_steps": _run(args.python, _LOAD_AOT, folder),
-            "aot_vs_jit": _run(args.python, _COMPARE, folder, str(args.ticks)),
-            "notes": "each step's anon_mb is the process's Anonymous memory after it (MiB), "
-                     "wall_s the step's own time; a fresh process per column. The AOT module "
-                     "is built in a temporary folder and not used by govd.",
-            "machine": machine(),
-        }
+    build = _build(args.python) if args.build else None
+    _run(args.python, _STEPS, "jit")  # warms numba's cache: the daemon's case is a warm start
+    jit_ticks = _run(args.python, _TICKS, "jit", str(args.ticks))
+    aot_ticks = _run(args.python, _TICKS, "aot", str(args.ticks))
+    assert isinstance(jit_ticks, dict) and isinstance(aot_ticks, dict)
+    result = {
+        "benchmark": "numba's JIT against the per-tick kernels compiled ahead of time "
+                     "(govd.model.build_kernels): start-up steps, memory, call cost",
+        "python": args.python,
+        "build": build,
+        "jit_steps": _run(args.python, _STEPS, "jit"),
+        "aot_steps": _run(args.python, _STEPS, "aot"),
+        "aot_vs_jit": {
+            "ticks": args.ticks,
+            "state_bit_identical": aot_ticks["state_sha256"] == jit_ticks["state_sha256"],
+            "flags_equal": aot_ticks["flags_sha256"] == jit_ticks["flags_sha256"],
+            "call_us_jit_dispatcher": jit_ticks["call_us"],
+            "call_us_aot_guarded": aot_ticks["call_us"],
+            "call_us_aot_unguarded": aot_ticks.get("call_us_unguarded"),
+        },
+        "daemon_interleaved": _interleaved(
+            None if args.python == sys.executable else args.python, args.pairs, args.seconds)
+        if args.pairs > 0 else None,
+        "notes": "each step's anon_mb is the process's Anonymous memory after it (MiB), "
+                 "wall_s the step's own time; a fresh process per column, numba's cache warm. "
+                 "call_us: the best of 5 x 20000 model_tick calls (M=2, 5 levels, no "
+                 "counters); aot_guarded is what govd calls (govd.model.kernels.guarded checks "
+                 "the arrays' type, dtype, layout and writability), aot_unguarded the extension's "
+                 "function alone. daemon_interleaved: per mode, one govd run per pair "
+                 "(cpu_per_tick_us from /proc utime+stime over the window, anon_mb etc. from "
+                 "smaps_rollup after sync).",
+        "machine": machine(),
+    }
     write_result("aot_probe", result)
 
 

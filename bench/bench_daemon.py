@@ -19,8 +19,9 @@ idles. Measured:
   (the status file's ``idle.woke_s``: loop time is CLOCK_MONOTONIC at real time), several times.
 
 ``--python`` runs the daemon with another interpreter, e.g. the venv `make install DESTDIR=...`
-created (no test extras), and then the govd installed there. The previous result's figures are
-kept beside the new ones under ``previous``.
+created (no test extras), and then the govd installed there. The result says which kernels that
+govd runs (compiled ahead of time or numba's JIT, `govd.model.kernels`). The previous result's
+figures are kept beside the new ones under ``previous``.
 
 Writes `bench/results/daemon.json`.
     python bench/bench_daemon.py [--seconds 30] [--idle-seconds 60] [--wakes 3] [--python PY]
@@ -34,6 +35,7 @@ import json
 import socket
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,7 @@ from daemon_setup import (
     RESULTS,
     NotifyListener,
     cpu_s,
+    env,
     machine,
     memory_mb,
     scratch_dir,
@@ -158,6 +161,16 @@ def _wakes(tmp: Path, daemon: subprocess.Popen[bytes], count: int) -> list[float
     return latencies
 
 
+def _kernels(python: str | None, folder: Path) -> str:
+    """Which kernels the daemon's govd runs (`govd.model.kernels.MODE_REASON`), asked from
+    ``folder`` as `start_daemon` starts it (an installed interpreter imports its own govd)."""
+    code = "from govd.model import kernels; print(kernels.MODE_REASON)"
+    done = subprocess.run(
+        [python or sys.executable, "-c", code],
+        env=env(repo=python is None), cwd=folder, capture_output=True, text=True, timeout=120)
+    return (done.stdout.strip() or done.stderr.strip()).splitlines()[-1]
+
+
 def main() -> None:
     """Run the benchmark and write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__,
@@ -172,6 +185,7 @@ def main() -> None:
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
     with scratch_dir("govd-bench-") as tmp_name:
         tmp = Path(tmp_name)
+        kernels = _kernels(args.python, tmp)
         root = tmp / "gpu"
         notify = NotifyListener(tmp / "notify.sock")
         # The game stops once the frames phase is over (a margin for the two starts).
@@ -202,6 +216,7 @@ def main() -> None:
         "benchmark": "govd run on the live simulated GPU (devfreq backend, socket source)",
         "scenario": "game-medium at real time, 50 ms period; then the game stops: GPU idle",
         "daemon_python": args.python or "this checkout's interpreter and govd",
+        "kernels": kernels,
         "frames_window_s": args.seconds,
         "measured": measured, "targets": TARGETS,
         "met": {k: bool(measured[k] <= v) for k, v in TARGETS.items()},

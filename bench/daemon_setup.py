@@ -241,6 +241,9 @@ def start_daemon(tmp: Path, root: Path, notify: Path, *extra: str,
              str(tmp / "frames.sock"), "--state-file", str(tmp / "state.json"), *extra],
             env=env(notify, repo=python is None), stdout=subprocess.DEVNULL, stderr=stderr,
             preexec_fn=(lambda: os.nice(nice)) if nice else None,
+            # `python -m` puts the working folder first on sys.path: from the repository, an
+            # installed interpreter would run this checkout's govd instead of its own
+            cwd=None if python is None else tmp,
         )
 
 

@@ -155,6 +155,11 @@ class Governor:
         self._expected_level = -1
         self._expected_ms = math.nan
         self._error_sq = math.nan
+        # Looked up once, not per tick: the model never changes kind, and each lookup below is
+        # another object a cold tick touches.
+        self._with_mem_freq = isinstance(self.model, (TwoDomainModel, ScalingModel))
+        self._sd_now = hasattr(self.model, "time_sd_now")
+        self._sd_top = hasattr(self.model, "time_sd_top")
 
     def set_bounds(self, min_mhz: float, max_mhz: float) -> None:
         """Restrict decisions to levels within [min_mhz, max_mhz] (at least one level)."""
@@ -184,21 +189,28 @@ class Governor:
 
     def step(self, sample: Sample) -> Decision:
         """Learn from the tick, predict every level, let the policy choose the next one."""
+        # Run once per device every 50 ms, each time with cold caches: the helpers that were
+        # called once per tick (nearest level, error tracking, late share) are written out
+        # here, and what does not change is looked up at construction (`_with_mem_freq`).
         busy = sample.busy
-        if not math.isfinite(busy) and sample.frame_count > 0 and sample.interval_s > 0:
-            busy = min(1.0, sample.frame_count * sample.frame_time_ms / (sample.interval_s * 1e3))
-        deadline_ms = self.target.deadline_ms
-        if isinstance(self.model, (TwoDomainModel, ScalingModel)):
-            flags = self.model.update(
-                sample.frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
-                sample.mem_activity, deadline_ms, sample.mem_freq_mhz,
+        frame_time_ms = sample.frame_time_ms
+        frame_count = sample.frame_count
+        interval_s = sample.interval_s
+        if not math.isfinite(busy) and frame_count > 0 and interval_s > 0:
+            busy = min(1.0, frame_count * frame_time_ms / (interval_s * 1e3))
+        target = self.target
+        model = self.model
+        if self._with_mem_freq:
+            flags = model.update(  # type: ignore[call-arg]
+                frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
+                sample.mem_activity, target.deadline_ms, sample.mem_freq_mhz,
             )
         else:
-            flags = self.model.update(
-                sample.frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
-                sample.mem_activity, deadline_ms,
+            flags = model.update(
+                frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
+                sample.mem_activity, target.deadline_ms,
             )
-        condition = self.stress.observe(flags, sample.frame_time_ms, sample.counters)
+        condition = self.stress.observe(flags, frame_time_ms, sample.counters)
         if condition is not None:
             self._start_fallback(condition)
             flags |= STRESS_RESET
@@ -208,43 +220,61 @@ class Governor:
                 self._end_fallback()
         if self.seeder is not None:
             self._seed_from_prior(flags, sample)
-        model = self.model
-        current = self.nearest_level(sample.freq_mhz, sample.mem_freq_mhz)
-        self._track_error(current, sample.frame_time_ms)
+        mem_levels = self.mem_levels_mhz
+        freq_mhz = sample.freq_mhz
+        levels = self._levels
+        lo, hi = self.lo, self.hi
+        if mem_levels is not None:
+            current = nearest_pair(self.levels_mhz, mem_levels, freq_mhz, sample.mem_freq_mhz, hi)
+        elif not math.isfinite(freq_mhz):
+            current = hi
+        else:  # `nearest_level`, one clock domain
+            current = bisect_left(levels, freq_mhz)
+            if current == len(levels) or (
+                    current and levels[current] - freq_mhz >= freq_mhz - levels[current - 1]):
+                current -= 1  # the level below is nearer (or as near)
+        # `_track_error`: last tick's prediction for the level that then ran, against this
+        # tick's frames.
+        expected_ms = self._expected_ms
+        if (current == self._expected_level and frame_time_ms > 0 and expected_ms > 0
+                and math.isfinite(frame_time_ms)):
+            err = min(frame_time_ms / expected_ms - 1.0, 10.0)
+            if math.isnan(self._error_sq):
+                self._error_sq = err * err
+            else:
+                self._error_sq += ERROR_WEIGHT * (err * err - self._error_sq)
+        ready = model.ready
+        time_ms = model.time_ms
         view = Outlook(
             levels_mhz=self.levels_mhz,
-            lo=self.lo,
-            hi=self.hi,
+            lo=lo,
+            hi=hi,
             current=current,
-            time_ms=model.time_ms,
+            time_ms=time_ms,
             power_w=model.power_w,
             energy_mj=model.energy_mj,
             sensitivity_ms_per_mhz=model.sensitivity_ms_per_mhz,
-            model_ready=model.ready,
+            model_ready=ready,
             time_error=math.sqrt(self._error_sq),
-            late_share=self._late_share(sample),
-            time_sd_now=getattr(model, "time_sd_now", None),
-            time_sd_top=getattr(model, "time_sd_top", None),
+            # NaN without frames or a frame-rate target
+            late_share=(sample.late_share if target.fps is not None and frame_count > 0
+                        else math.nan),
+            time_sd_now=model.time_sd_now if self._sd_now else None,  # type: ignore[union-attr]
+            time_sd_top=model.time_sd_top if self._sd_top else None,  # type: ignore[union-attr]
             busy=busy,
-            interval_s=sample.interval_s,
-            target=self.target,
+            interval_s=interval_s,
+            target=target,
             tick=self.ticks,
-            mem_levels_mhz=self.mem_levels_mhz,
+            mem_levels_mhz=mem_levels,
         )
         deciding = self.policy if self.fallback_reason is None else self.fallback
-        level = min(max(int(deciding.decide(view)), self.lo), self.hi)
+        level = min(max(int(deciding.decide(view)), lo), hi)
         self.ticks += 1
         self._expected_level = level
-        self._expected_ms = float(model.time_ms[level]) if model.ready else math.nan
-        mem_mhz = None if self.mem_levels_mhz is None else float(self.mem_levels_mhz[level])
-        return Decision(level, self._levels[level], view, flags,
+        self._expected_ms = float(time_ms[level]) if ready else math.nan
+        mem_mhz = None if mem_levels is None else float(mem_levels[level])
+        return Decision(level, levels[level], view, flags,
                         fallback=self.fallback_reason, mem_freq_mhz=mem_mhz)
-
-    def _late_share(self, sample: Sample) -> float:
-        """The sample's share of late frames; NaN without frames or a frame-rate target."""
-        if self.target.fps is None or not sample.frame_count > 0:
-            return math.nan
-        return sample.late_share
 
     def _seed_from_prior(self, flags: int, sample: Sample) -> None:
         """Feed the prior's seeder; a model reset (numeric or stress) starts it over."""
@@ -275,18 +305,6 @@ class Governor:
         self.fallback_reason = None
         self._grace_left = 0
         self.policy.reset()
-
-    def _track_error(self, level: int, frame_time_ms: float) -> None:
-        """Fold the error of last tick's prediction for the level that then ran into the RMS."""
-        if level != self._expected_level or not (
-            math.isfinite(frame_time_ms) and frame_time_ms > 0 and self._expected_ms > 0
-        ):
-            return
-        err = min(frame_time_ms / self._expected_ms - 1.0, 10.0)
-        if math.isnan(self._error_sq):
-            self._error_sq = err * err
-        else:
-            self._error_sq += ERROR_WEIGHT * (err * err - self._error_sq)
 
     def reset(self) -> None:
         """Forget the model and the policy's history (new workload, device taken back)."""

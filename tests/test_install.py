@@ -35,6 +35,14 @@ def test_install_lays_out_service_and_uninstall_reverses_it(tmp_path: Path) -> N
     scipy = subprocess.run([str(stage / "opt/govd/bin/python"), "-c", "import scipy"],
                            capture_output=True, text=True, timeout=120)
     assert scipy.returncode != 0 and "No module named 'scipy'" in scipy.stderr
+    # the per-tick kernels were compiled at install from the installed sources, and the
+    # build's numba cache went with it
+    alone = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GOVD_KERNELS")}
+    kernels = subprocess.run([str(stage / "opt/govd/bin/python"), "-c",
+                              "from govd.model import kernels; print(kernels.MODE_REASON)"],
+                             capture_output=True, text=True, timeout=120, env=alone, cwd=tmp_path)
+    assert kernels.stdout.startswith("compiled ahead of time"), kernels.stdout + kernels.stderr
+    assert not list((stage / "opt/govd").rglob("*.nbi"))
     # The staged venv runs once in place at /opt/govd: no script points back into the stage.
     assert (stage / "opt/govd/bin/govd").read_text().startswith("#!/opt/govd/bin/python\n")
     assert not subprocess.run(["grep", "-rlI", str(stage), str(stage / "opt/govd/bin")],

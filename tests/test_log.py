@@ -191,3 +191,13 @@ def test_episode_report_period_must_be_positive(
 ) -> None:
     with pytest.raises(ValueError, match="report_every_s"):
         EpisodeLimiter(collected[0], report_every_s=0)
+
+
+def test_the_limiter_is_quiet_exactly_while_no_episode_is_open(collected: Captured) -> None:
+    logger, _ = collected
+    limiter = EpisodeLimiter(logger)
+    assert limiter.quiet
+    limiter.warn(("card0", "read"), 1.0, "cannot read")
+    assert not limiter.quiet
+    limiter.clear(("card0", "read"), 2.0)
+    assert limiter.quiet

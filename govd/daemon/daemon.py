@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -292,7 +293,7 @@ class Daemon:
             options: dict[str, Any] = {
                 "group": s.group, "allow_uids": s.allow_uids, "allow_gids": s.allow_gids,
                 "rate_fps": s.rate_fps, "burst": s.burst, "max_queue": s.max_queue,
-                "clock": self.clock.now_s,
+                "clock": self._now_s(),
             }
             try:
                 activated = SocketSource.from_systemd(**options)
@@ -302,7 +303,7 @@ class Daemon:
         if frames.source == "mangohud":
             assert frames.mangohud.dir is not None  # the schema requires it
             return MangoHudSource(frames.mangohud.dir, rescan_s=frames.mangohud.rescan_s,
-                                  clock=self.clock.now_s)
+                                  clock=self._now_s())
         return None  # busy: one BusySource per device, fed by its own readings
 
     def _start_metrics(self) -> None:
@@ -317,16 +318,18 @@ class Daemon:
         log.info("metrics on http://%s/metrics", self.config.metrics.listen)
 
     # -- the loop ------------------------------------------------------------------------------
+    def _now_s(self) -> Callable[[], float]:
+        """What reads loop time (s): at real time the monotonic clock itself, no Python call
+        around each reading (the loop reads it four times a tick, the frame source twice)."""
+        clock = self.clock
+        return time.monotonic if type(clock) is Clock and clock.speed == 1.0 else clock.now_s
+
     def _loop(self, signals: SignalFlags) -> None:
         clock = self.clock
-        if type(clock) is Clock and clock.speed == 1.0:
-            # Loop time is the monotonic clock itself: no Python call around each reading and
-            # wait (a tick reads it four times and waits once).
-            now_s: Callable[[], float] = time.monotonic
+        now_s = self._now_s()
+        if now_s is time.monotonic:  # nothing to convert: wait the loop time itself
             wait_s: Callable[[float], None] = functools.partial(self._wait, signals)
         else:
-            now_s = clock.now_s
-
             def wait_s(loop_s: float) -> None:
                 clock.wait(loop_s, lambda wall_s: self._wait(signals, wall_s))
         self._scheduler = scheduler = DeadlineScheduler(
@@ -405,8 +408,12 @@ class Daemon:
             runner.tick(now_s, interval_s, frames_for(frames, runner.name))
             if tick.overruns and self.metrics is not None:
                 self.metrics.record_overrun(runner.name)
-        self.idle.decided(now_s)
-        if self.idle.due(now_s, len(frames), busiest([r.last_busy for r in self.runners])):
+        idle = self.idle
+        idle.decided(now_s)
+        # With frames the GPU is not quiet whatever its busy fraction: look that up only
+        # without frames (a list and a call less every tick while a game runs).
+        busy = math.nan if frames else busiest([r.last_busy for r in self.runners])
+        if idle.due(now_s, len(frames), busy):
             self._enter_idle(now_s)
 
     def _enter_idle(self, now_s: float) -> None:

@@ -51,6 +51,7 @@ FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
 _NO_COUNTERS = np.zeros(0, dtype=np.float64)
 _NO_COUNTERS.flags.writeable = False  # shared by every tick of every runner without counters
+_UNSET = object()
 RECENT_S = 1.0
 """How far back the status file's recent FPS and frame time look. Units: s."""
 
@@ -119,7 +120,12 @@ class DeviceRunner:
         self._started_s: float | None = None
         self._predicted_ms = math.nan
         self._recent: deque[tuple[float, float, float, float]] = deque()
-        self._last: dict[str, Any] = {}
+        # The last tick's figures for `status`, kept as they came (a dict built every tick was
+        # read every 5 s); `_fallback` is `_UNSET` after a tick that decided nothing.
+        self._last: tuple[Reading, float, float] | None = None
+        self._fallback: object = _UNSET
+        self._model_warned = False
+        """Whether a model-stress episode may be open in the limiter (cleared when it ends)."""
         self.last_busy = math.nan
         """The device's busy fraction at the last read (0..1; NaN where it reports none)."""
 
@@ -155,7 +161,8 @@ class DeviceRunner:
             frame_count += f.count
             weighted_ms += f.gpu_time_ms * f.count
         frame_time_ms = weighted_ms / frame_count if frame_count > 0 else math.nan
-        target = self.governor.target = self._target_for(frames)
+        governor = self.governor
+        target = governor.target = self._target_for(frames)
         late_share = math.nan
         if target.fps is not None and frame_count > 0 and not pseudo:
             deadline_ms = target.deadline_ms
@@ -171,7 +178,7 @@ class DeviceRunner:
             dtype=np.float64,
         )
         actual_vs_predicted = (frame_time_ms, self._predicted_ms)
-        decision = self.governor.step(
+        decision = governor.step(
             Sample(
                 freq_mhz=reading.freq_mhz, frame_time_ms=frame_time_ms,
                 frame_count=round(frame_count), interval_s=interval_s, busy=reading.busy,
@@ -180,26 +187,33 @@ class DeviceRunner:
             )
         )
         self._predicted_ms = float(decision.outlook.time_ms[decision.level])
+        name = self.device.name
+        fallback = decision.fallback
         if decision.model_flags & STRESS_RESET:
             # One line per reset (a reset during the grace counts as a repeat); not one per
             # tick of the fallback that follows it.
-            self.limiter.warn((self.name, "model"), now_s, f"{self.name}: model reset "
-                              f"({decision.fallback}); the fallback policy decides while it "
-                              "relearns", condition=decision.fallback)
-        elif decision.fallback is None:
-            self.limiter.clear((self.name, "model"), now_s)
+            self.limiter.warn((name, "model"), now_s, f"{name}: model reset "
+                              f"({fallback}); the fallback policy decides while it "
+                              "relearns", condition=fallback)
+            self._model_warned = True
+        elif fallback is None and self._model_warned:  # only this runner opens that episode
+            self.limiter.clear((name, "model"), now_s)
+            self._model_warned = False
         switched = self._apply(now_s, decision.freq_mhz, decision.mem_freq_mhz)
         self.counts["ticks"] += 1
         if self.recorder is not None:
             self.recorder.row(now_s - self._started_s, frame_time_ms, round(frame_count),
                               reading.freq_mhz, power_w, counters)
         self._remember(now_s, reading, frame_count, frame_time_ms, power_w, actual_vs_predicted)
-        self._last["fallback"] = decision.fallback
+        self._fallback = fallback
+        isfinite = math.isfinite
+        predicted_ms = actual_vs_predicted[1]
         record = TickRecord(
-            device=self.name, level_mhz=reading.freq_mhz, frame_times_ms=_per_frame(frames),
-            pred_ms=_finite_or_none(actual_vs_predicted[1]), chosen_mhz=decision.freq_mhz,
-            power_w=_finite_or_none(power_w), energy_j=_finite_or_none(tick_energy_j),
-            policy=self.settings.policy, switched=switched,
+            name, reading.freq_mhz, _per_frame(frames),
+            predicted_ms if isfinite(predicted_ms) else None,
+            power_w if isfinite(power_w) else None,
+            tick_energy_j if isfinite(tick_energy_j) else None,
+            self.settings.policy, switched, decision.freq_mhz,
         )
         if self.summary is not None:
             self.summary.record_tick(now_s, record)
@@ -234,11 +248,16 @@ class DeviceRunner:
         if not frames:
             return self.governor.target  # no news: keep the target in force
         busiest = frames[0].app
-        if any(f.app != busiest for f in frames):  # several applications (rare)
-            completed: dict[str, float] = {}  # a sampled row counts for the frames it stands for
-            for frame in frames:
-                completed[frame.app] = completed.get(frame.app, 0.0) + frame.count
-            busiest = max(completed, key=completed.__getitem__)
+        for f in frames:  # a loop, not any(generator): one object less every tick
+            if f.app != busiest:
+                break
+        else:
+            return self.settings.apps.get(busiest, self.settings.target)
+        # several applications (rare)
+        completed: dict[str, float] = {}  # a sampled row counts for the frames it stands for
+        for frame in frames:
+            completed[frame.app] = completed.get(frame.app, 0.0) + frame.count
+        busiest = max(completed, key=completed.__getitem__)
         return self.settings.apps.get(busiest, self.settings.target)
 
     def _tick_energy_j(self, power_w: float, interval_s: float) -> float:
@@ -264,8 +283,9 @@ class DeviceRunner:
         self._applied_mem_mhz = mem_freq_mhz
         self._last_write_s = now_s
         self.counts["writes"] += 1
-        for kind in ("gone", "read", "write"):
-            self.limiter.clear((self.name, kind), now_s)
+        if not self.limiter.quiet:  # as a rule nothing is open: no three calls a write
+            for kind in ("gone", "read", "write"):
+                self.limiter.clear((self.name, kind), now_s)
         self._retry_s = FIRST_RETRY_S
         return True
 
@@ -419,10 +439,8 @@ class DeviceRunner:
         recent.append((now_s, frame_count, frames_ms, power_w))
         while recent and recent[0][0] < now_s - RECENT_S:
             recent.popleft()
-        self._last = {"level_mhz": reading.freq_mhz, "mem_level_mhz": reading.mem_freq_mhz,
-                      "busy": reading.busy,
-                      "actual_frame_ms": actual_vs_predicted[0],
-                      "predicted_frame_ms": actual_vs_predicted[1]}
+        self._last = (reading, *actual_vs_predicted)
+        self._fallback = _UNSET
 
     def status(self) -> dict[str, Any]:
         """The device's state for the status file and the status line (JSON-able; NaN → None)."""
@@ -443,10 +461,22 @@ class DeviceRunner:
             "energy_j": self.energy_j,
             "chosen_mhz": self._applied_mhz,
             "chosen_mem_mhz": self._applied_mem_mhz,
-            **self._last,
+            **self._last_status(),
             **{f"{k}": v for k, v in self.counts.items()},
         }
         return {k: _finite_or_none(v) if isinstance(v, float) else v for k, v in status.items()}
+
+    def _last_status(self) -> dict[str, Any]:
+        """The last tick's reading, frame times and fallback, as `status` shows them."""
+        if self._last is None:
+            return {}
+        reading, actual_ms, predicted_ms = self._last
+        last = {"level_mhz": reading.freq_mhz, "mem_level_mhz": reading.mem_freq_mhz,
+                "busy": reading.busy, "actual_frame_ms": actual_ms,
+                "predicted_frame_ms": predicted_ms}
+        if self._fallback is not _UNSET:
+            last["fallback"] = self._fallback
+        return last
 
     def close(self) -> None:
         """Close the trace file and release the device's handle (the daemon restores the

@@ -9,7 +9,9 @@ paused runners probe their device by back-off on their own either way.
 
 A rescan looks only at devices not seen before, so a device the configuration leaves alone, or
 one that cannot be governed, is logged once, not at every rescan (a udev ``add`` of it makes it
-new again).
+new again). So a periodic rescan of a tree under another root first lists its class folders:
+when every name there was seen already, no device can be new and the full scan, which builds
+every device (~0.45 ms of a cold tick every 2 s on the simulated tree), is skipped.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from govd.conf.schema import Config
 from govd.daemon.device_runner import DeviceRunner, close_device
 from govd.daemon.governed import find_devices, select
 from govd.device.base import Device
-from govd.device.discovery import SYS, HotplugEvent
+from govd.device.discovery import SYS, HotplugEvent, listed_names
 
 log = logging.getLogger("govd.daemon")
 
@@ -93,9 +95,11 @@ class DeviceWatch:
     def new_devices(self, config: Config, now_s: float) -> list[Device]:
         """The devices found now that were not seen before and that the configuration selects
         (the others are logged once by `select` and closed)."""
-        self._wanted = False
+        wanted, self._wanted = self._wanted, False
         if self._rescan_s:
             self._next_rescan_s = now_s + self._rescan_s
+        if not wanted and self._nothing_new():
+            return []
         try:
             found = find_devices(self.sysfs_root)
         except Exception as exc:  # a tree changing under the scan: the next one will see it
@@ -108,6 +112,17 @@ class DeviceWatch:
             if device not in chosen:
                 close_device(device)
         return chosen
+
+    def _nothing_new(self) -> bool:
+        """Whether a scan could find no device it has not seen: every name in the class
+        folders was seen. Only for a tree under another root: the real /sys is also scanned
+        through udev and NVML, which no folder lists."""
+        if self.sysfs_root == SYS:
+            return False
+        try:
+            return self._seen.issuperset(listed_names(self.sysfs_root))
+        except OSError:
+            return False  # unreadable now: let the scan say what is there
 
     def look_again(self, governed: Sequence[str]) -> None:
         """Forget every device but ``governed``, and rescan at the next tick: after a reload a

@@ -43,7 +43,10 @@ class Clock:
         wait_wall_s(self.to_wall_s(duration_s))
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through a Python-level
+# object.__setattr__ call, 4x the cost of a plain one (~2.5 µs an object in a cold 50 ms
+# tick, bench/README.md "Daemon cost"); built every tick, and read-only by convention.
+@dataclass(slots=True)
 class Tick:
     """One tick as the scheduler hands it to the loop."""
 

@@ -75,6 +75,9 @@ def run_daemon(args: argparse.Namespace) -> int:
     config, path = read_config(args)
     config = with_overrides(config, args)
     setup_logging(config.logging.level)
+    from govd.model.kernels import log_mode
+
+    log_mode(logging.getLogger("govd.daemon"))
     options = Options(
         config=config, config_path=path, insecure_config=args.insecure_config,
         sysfs_root=args.sysfs_root, record=args.record,

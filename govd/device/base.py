@@ -36,7 +36,10 @@ class NotSupported(DeviceError):
     """The device or driver does not offer this operation."""
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through a Python-level
+# object.__setattr__ call, 4x the cost of a plain one (~2.5 µs an object in a cold 50 ms
+# tick, bench/README.md "Daemon cost"); built at every read, and read-only by convention.
+@dataclass(slots=True)
 class Reading:
     """What a device says at one instant."""
 

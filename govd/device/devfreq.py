@@ -124,10 +124,10 @@ class DevfreqDevice(SysfsDevice):
         keeps the request as written, so govd's own stays there however long the device takes
         to apply it, and whatever a thermal or QoS limit does to ``cur_freq`` meanwhile: only
         ``set_freq`` itself tells another tool's hand."""
-        governor = self.governor()
+        governor = self._read("governor")  # read, not `governor()`: one call less a tick
         if governor != USERSPACE:
             return f"governor is {governor}"
-        set_freq = self._set_freq_text()
+        set_freq = self._read("userspace/set_freq")
         if set_freq != str(int(chosen_hz)):
             return f"userspace/set_freq is {set_freq}"
         return None

@@ -171,6 +171,19 @@ def _walk(sysfs_root: Path) -> list[Found]:
     return found
 
 
+def listed_names(sysfs_root: Path) -> list[str]:
+    """The names `_walk` would look at under ``sysfs_root`` (devfreq entries, drm cards): one
+    listing of each class folder, no file read, no device built."""
+    names = []
+    for subsystem in ("devfreq", "drm"):
+        try:
+            entries = os.listdir(sysfs_root / "class" / subsystem)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # as `_walk`: no such class, nothing there
+        names += [n for n in entries if subsystem != "drm" or _CARD.match(n)]
+    return names
+
+
 def _udev(context: Any | None = None) -> list[Found]:
     import pyudev
 

@@ -24,6 +24,7 @@ _READ_BYTES = 8192
 """A sysfs attribute holds at most a page: one read(2) of this size takes it whole, and a
 shorter answer is the end of the file (no second read(2) to find the end)."""
 _O_READ = os.O_RDONLY | os.O_CLOEXEC
+_O_WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC  # open(path, "w"), no inheriting
 
 
 def _read_to_end(fd: int, offset: int | None) -> bytes:
@@ -59,9 +60,17 @@ class SysfsIO:
             os.close(fd)
 
     def write_text(self, path: str | Path, value: str) -> None:
-        """Write ``value`` in one write(2), as sysfs expects (a partial write is a refused one)."""
-        with open(path, "w") as f:
-            f.write(value)
+        """Write ``value`` in one write(2), as sysfs expects (a partial write is a refused one).
+        Through ``os`` calls, with the flags of ``open(path, "w")``: a Python file object
+        (text and buffer layers, an isatty ioctl, two lseeks) cost a level write ~0.1 ms more
+        in a cold tick."""
+        data = value.encode()
+        fd = os.open(path, _O_WRITE, 0o666)
+        try:
+            while data:  # as a flush of the file object: the rest after a short write
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
 
     def writable(self, path: Path) -> bool:
         """Whether this process may write ``path``."""
@@ -169,7 +178,7 @@ class SysfsDevice(Device):
         return path
 
     def _read(self, rel: str) -> str:
-        path = self._file(rel)
+        path = self._paths.get(rel) or self._file(rel)  # `_file` only the first time: per tick
         try:
             return self.io.read_text(path)
         except OSError as exc:

@@ -12,9 +12,10 @@ exponents within ±22 (the Clinger fast path); beyond that it is within a few ul
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import numpy.typing as npt
+
+from govd.model.kernels import njit
 
 PARSE_OK = 0
 PARSE_BAD_NUMBER = 1
@@ -27,7 +28,7 @@ _CR = 13
 _COMMA = 44
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def count_rows(buf: npt.NDArray[np.uint8]) -> int:
     """Lines in `buf`: a last line without a newline counts, a final newline adds none."""
     rows = 0
@@ -39,7 +40,7 @@ def count_rows(buf: npt.NDArray[np.uint8]) -> int:
     return rows
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _pow10(exponent: int) -> float:
     result = 1.0
     base = 10.0
@@ -52,7 +53,7 @@ def _pow10(exponent: int) -> float:
     return result
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def parse_rows(
     buf: npt.NDArray[np.uint8], ncols: int
 ) -> tuple[npt.NDArray[np.float64], int, int]:
@@ -134,7 +135,7 @@ def parse_rows(
     return out, PARSE_OK, 0
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _write_digits(out: npt.NDArray[np.uint8], pos: int, value: int) -> int:
     ndigits = 1
     rest = value // 10
@@ -148,20 +149,20 @@ def _write_digits(out: npt.NDArray[np.uint8], pos: int, value: int) -> int:
     return end
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _shift_right(out: npt.NDArray[np.uint8], start: int, end: int, by: int) -> None:
     for k in range(end - 1, start - 1, -1):
         out[k + by] = out[k]
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _insert_point(out: npt.NDArray[np.uint8], at: int, end: int) -> int:
     _shift_right(out, at, end, 1)
     out[at] = 46  # '.'
     return end + 1
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _write_number(out: npt.NDArray[np.uint8], pos: int, x: float, sig: int) -> int:
     if x == 0.0:
         out[pos] = 48
@@ -208,7 +209,7 @@ def _write_number(out: npt.NDArray[np.uint8], pos: int, x: float, sig: int) -> i
     return pos + pad
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def format_rows(
     values: npt.NDArray[np.float64], integer_cols: npt.NDArray[np.bool_], sig: int
 ) -> npt.NDArray[np.uint8]:

@@ -21,9 +21,9 @@ against. Both return 1 after a reset to the prior (w = a_init, R = δI, r = 0), 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from govd.model.arrays import FloatArray
+from govd.model.kernels import njit
 from govd.model.rls import ordered_sum
 
 RESET = 1

@@ -29,9 +29,9 @@ W·ms = mJ.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from govd.model.arrays import FloatArray
+from govd.model.kernels import njit
 
 ENVELOPE = 4.0
 N_POWER = 4

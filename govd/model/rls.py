@@ -16,9 +16,9 @@ state stops being finite or positive definite on its diagonal. They return 1 aft
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from govd.model.arrays import FloatArray
+from govd.model.kernels import njit
 
 RESET = 1
 

@@ -60,10 +60,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from govd.model.arrays import FloatArray, IntArray
 from govd.model.dcd import dcd_update
+from govd.model.kernels import njit
 from govd.model.pairs import sensitivity_pairs
 from govd.model.rls import rls_update, rls_update_ref
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from govd.model.arrays import FloatArray
 from govd.model.dcd import dcd_update, dcd_update_ref
+from govd.model.kernels import njit
 from govd.model.predict import (
     interp,
     interp_ref,

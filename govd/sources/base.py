@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through a Python-level
+# object.__setattr__ call, 4x the cost of a plain one (~2.5 µs an object in a cold 50 ms
+# tick, bench/README.md "Daemon cost"); built for every frame received, and read-only by convention.
+@dataclass(slots=True)
 class Frame:
     """One completed frame (or unit of compute work)."""
 

@@ -51,7 +51,10 @@ REASONS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through a Python-level
+# object.__setattr__ call, 4x the cost of a plain one (~2.5 µs an object in a cold 50 ms
+# tick, bench/README.md "Daemon cost"); built for every line parsed, and read-only by convention.
+@dataclass(slots=True)
 class FrameLine:
     """One frame as the sender described it (identity comes from the socket, not from here)."""
 

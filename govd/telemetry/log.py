@@ -151,6 +151,11 @@ class EpisodeLimiter:
         self._level = level
         self._episodes: dict[tuple[str, str], _Episode] = {}
 
+    @property
+    def quiet(self) -> bool:
+        """True while no episode is open (nothing for `clear` to end)."""
+        return not self._episodes
+
     def active(self, key: tuple[str, str]) -> bool:
         """True while an episode for `key` is open."""
         return key in self._episodes

@@ -6,7 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through a Python-level
+# object.__setattr__ call, 4x the cost of a plain one (~2.5 µs an object in a cold 50 ms
+# tick, bench/README.md "Daemon cost"); built every tick, and read-only by convention.
+@dataclass(slots=True)
 class TickRecord:
     """One device's tick as the journal summary and the metrics exporter see it.
 

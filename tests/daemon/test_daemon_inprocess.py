@@ -345,3 +345,13 @@ def test_memory_controller_beside_the_gpu_is_never_written_by_default(short_dir)
     run_until(daemon, lambda d: d.stats.ticks >= 5, nothing)
     assert [r.name for r in daemon.runners] == [MALI]
     assert files_under(dmc) == found
+
+
+def test_at_real_time_loop_time_is_read_from_the_monotonic_clock_without_a_python_call(
+        short_dir):
+    import time
+
+    real = Daemon(Options(config(short_dir)))
+    assert real._now_s() is time.monotonic  # the loop and the frame source call it directly
+    fast = Daemon(Options(config(short_dir), speed=4.0))
+    assert fast._now_s() == fast.clock.now_s  # accelerated: the clock converts

@@ -104,3 +104,63 @@ def test_nvml_gpu_lost_to_a_driver_reload_is_reopened_and_locked_again(fake_lib_
     assert got["locked_before"] and got["paused"] == "gone"
     assert got["now"] is None and got["reopened"] == 1 and got["same_gpu"]
     assert got["lock"] not in (None, "0")
+
+
+def _counting_scans(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Record each full scan `DeviceWatch` makes (the real scan still runs)."""
+    import govd.daemon.hotplug as hotplug
+
+    scans: list[Path] = []
+    real = hotplug.find_devices
+
+    def counted(root: Path) -> list:
+        scans.append(root)
+        return real(root)
+
+    monkeypatch.setattr(hotplug, "find_devices", counted)
+    return scans
+
+
+def test_a_periodic_rescan_of_an_unchanged_tree_skips_the_full_scan(tmp_path, monkeypatch):
+    scans = _counting_scans(monkeypatch)
+    adreno_msm(tmp_path, governor="userspace")
+    watch = DeviceWatch(tmp_path, rescan_s=2.0)
+    watch.start([])
+    assert [d.name for d in watch.new_devices(Config(), 2.0)] == ["5000000.gpu"]
+    assert watch.new_devices(Config(), 4.0) == []
+    assert watch.new_devices(Config(), 6.0) == []
+    assert len(scans) == 1  # the class folders listed the same entries: nothing can be new
+
+
+def test_a_device_that_appears_is_found_by_the_next_periodic_rescan(tmp_path, monkeypatch):
+    scans = _counting_scans(monkeypatch)
+    (tmp_path / "class" / "devfreq").mkdir(parents=True)
+    watch = DeviceWatch(tmp_path, rescan_s=2.0)
+    watch.start([])
+    assert watch.new_devices(Config(), 2.0) == []
+    assert watch.new_devices(Config(), 4.0) == []
+    adreno_msm(tmp_path, governor="userspace")
+    assert [d.name for d in watch.new_devices(Config(), 6.0)] == ["5000000.gpu"]
+    assert len(scans) == 1  # before it, nothing was listed: nothing to scan
+
+
+def test_an_entry_no_scan_took_keeps_the_periodic_scans_full(tmp_path, monkeypatch):
+    scans = _counting_scans(monkeypatch)
+    adreno_msm(tmp_path, governor="userspace")
+    (tmp_path / "class" / "drm" / "card3").mkdir(parents=True)  # no driver govd knows
+    watch = DeviceWatch(tmp_path, rescan_s=2.0)
+    watch.start([])
+    watch.new_devices(Config(), 2.0)
+    watch.new_devices(Config(), 4.0)
+    assert len(scans) == 2  # card3 was never seen: a driver bound since could make it new
+
+
+def test_an_asked_rescan_scans_in_full_even_when_the_tree_looks_unchanged(tmp_path, monkeypatch):
+    scans = _counting_scans(monkeypatch)
+    adreno_msm(tmp_path, governor="userspace")
+    watch = DeviceWatch(tmp_path, rescan_s=2.0)
+    watch.start([])
+    watch.new_devices(Config(), 2.0)
+    watch.look_again([])  # a reload: devices refused before may be wanted now
+    assert [d.name for d in watch.new_devices(Config(), 2.5)] == ["5000000.gpu"]
+    assert len(scans) == 2

@@ -1,4 +1,5 @@
-"""The sysfs read path the daemon uses every tick: by path (any tree), kept open (the real /sys)."""
+"""The sysfs read and write path the daemon uses every tick: by path (any tree), kept open (the
+real /sys for reads)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,34 @@ def test_device_gone_from_a_fixture_tree_is_still_device_gone(tmp_path):
     path.parent.parent.rename(tmp_path / "unplugged")
     with pytest.raises(DeviceGone):
         device.read()
+
+
+def test_a_write_replaces_the_whole_value_as_open_w_did(tmp_path):
+    attr = tmp_path / "set_freq"
+    attr.write_text("311000000\n")
+    SysfsIO().write_text(str(attr), "5")
+    assert attr.read_bytes() == b"5"  # truncated first: no tail of the longer value left
+
+
+def test_a_write_that_fails_leaves_no_file_open_and_raises_its_errno(tmp_path):
+    folder = tmp_path / "not_an_attribute"
+    folder.mkdir()
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError) as failed:
+        SysfsIO().write_text(str(folder), "1")
+    assert failed.value.errno == errno.EISDIR
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_write_is_one_write_call_of_the_whole_value(tmp_path, monkeypatch):
+    calls: list[bytes] = []
+    real_write = os.write
+
+    def recorded(fd: int, data: bytes) -> int:
+        calls.append(bytes(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", recorded)
+    SysfsIO().write_text(str(tmp_path / "governor"), "userspace")
+    assert calls == [b"userspace"]
+    assert (tmp_path / "governor").read_text() == "userspace"

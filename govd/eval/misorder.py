@@ -21,7 +21,7 @@ import numpy as np
 
 from govd.eval.reference import phase_means
 from govd.eval.replay import Replay
-from govd.eval.score import kendall_tau_b, unit_energy_mj
+from govd.eval.score import energy_mj, kendall_tau_b, unit_energy_mj
 from govd.formats.sweep import SweepTable
 from govd.model.arrays import FloatArray
 from govd.target import Target
@@ -78,14 +78,8 @@ def misorder(sweep: SweepTable, run: Replay, target: Target, idle_power_w: float
     mt = means.time_ms[phase_of[nxt - 1]]
     mp = means.power_w[phase_of[nxt - 1]]
 
-    def energy(t: FloatArray, p: FloatArray) -> FloatArray:
-        e = p * t
-        if np.isfinite(deadline):
-            e = e + idle_power_w * np.maximum(0.0, deadline - t)
-        return e
-
     def taus(t: FloatArray, p: FloatArray) -> FloatArray:
-        return kendall_tau_b(energy(t, p), truth)
+        return kendall_tau_b(energy_mj(p, t, target, idle_power_w), truth)
 
     n_levels = sweep.levels_mhz.size
     top = n_levels - 1

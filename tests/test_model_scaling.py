@@ -86,38 +86,6 @@ def test_learns_each_works_own_scaling_from_its_counter() -> None:
         np.testing.assert_allclose(model.time_ms, truth, rtol=0.04)
 
 
-def test_power_shape_follows_how_the_work_scales() -> None:
-    """Issue #11: one power shape for all work misordered the levels the policy never runs.
-    Core power spends a fixed energy per operation (∝ V²) over the work's time, so at a low
-    clock memory-bound work (time flat) keeps more of its power than compute-bound work
-    (t ∝ 1/f); the model predicts each from the time curve it learned for that work."""
-    settings = ModelSettings(counters=("mem",), counter_scales=(1.0,))
-    model = ScalingModel(LEVELS, settings)
-    levels = np.array(LEVELS)
-    volts2 = (0.7 + 0.3 * (levels - levels[0]) / (levels[-1] - levels[0])) ** 2
-
-    def power(share: float, fc: float) -> float:
-        k = LEVELS.index(fc)
-        time_ratio = 1 - share + share * 1000.0 / fc
-        return 30.0 + 70.0 * volts2[k] / time_ratio
-
-    rng = np.random.default_rng(3)
-    for k in range(3000):  # the top three levels only
-        share = 0.05 if (k // 20) % 2 else 0.95
-        fc = LEVELS[int(rng.integers(2, len(LEVELS)))]
-        t = (1 - share + share * 1000.0 / fc) * rng.lognormal(0, 0.01)
-        model.update(t, fc, np.array([1.0 - share]), power(share, fc) * rng.lognormal(0, 0.01),
-                     1.0)
-    below = {}  # at 600 MHz, the first level below those run (the model's own curve there)
-    for share in (0.05, 0.95):
-        model.update(1.0, 1000.0, np.array([1.0 - share]), power(share, 1000.0), 1.0)
-        model.update(1.0, 1000.0, np.array([1.0 - share]), power(share, 1000.0), 1.0)
-        below[share] = model.power_w[1] / model.power_w[-1]
-        truth = power(share, 600.0) / power(share, 1000.0)
-        assert below[share] == pytest.approx(truth, rel=0.05)
-    assert below[0.05] > below[0.95] + 0.05
-
-
 def test_a_kernel_switch_is_a_new_operating_point_not_a_lesson() -> None:
     model = ScalingModel(LEVELS)
     model.update(1.0, 1000.0, power_w=100.0, busy=1.0)

@@ -37,16 +37,12 @@ new operating point, not a surprise.
   with the current counters. The `energy` policy turns these into per-level safety margins.
 
 Power: busy power at level l is the current busy power times a per-level shape,
-P_busy(l) = P_busy(now) · exp(ρ(l) − ρ(now)). The shape starts from a prior for the work
-running now (`work_shape_at`): ρ0 = log(s + (1 − s − s_m)·(V/V_top)²·t_top/t(l) + s_m·fm/fm_top),
-static share s, memory share s_m, and the core's dynamic power a fixed energy per operation
-(∝ V², the configured voltage table, else V affine in f) over this work's time at the level as
-the time model predicts it (its core clock's part): compute-bound work (t ∝ 1/f) falls as f·V²,
-memory-bound work only as V². One shape for all work misordered the levels the policy never
-runs (issue #11: Kendall tau 0.41-0.69 on the V100 tables). Consecutive ticks at two levels
-(same work) measure ρ(b) − ρ(a) and a Kalman filter learns the offset from the prior at each
-level (correlated in log clock, so unvisited levels follow their visited neighbours), and the
-curve is kept non-decreasing in each clock. Idle power and the
+P_busy(l) = P_busy(now) · exp(ρ(l) − ρ(now)). The shape starts from a monotone prior,
+ρ0 = log(s + (1 − s − s_m)·g(fc) + s_m·fm/fm_top) with g = (f/f_max)(V/V_max)² (the configured
+voltage table, else V affine in f) and static share s; consecutive ticks at two levels (same
+work) measure ρ(b) − ρ(a) and a diagonal Kalman filter learns the offset from the prior at each
+visited level. Levels not (yet) visited take the offsets of the visited ones by inverse-distance
+weighting (in log clock), and the curve is kept non-decreasing in each clock. Idle power and the
 busy power at the top level come from a 2-coefficient RLS on P_avg = P_idle·(1 − u) +
 P_top·u·exp(ρ(now) − ρ(top)), both clamped at ≥ 0: there is no negative static power to learn.
 Energy per unit: E = P_busy·t (+ P_idle·(T − t) under a deadline T), in mJ.
@@ -86,9 +82,8 @@ N_OUT = 5
 N_SC = 27
 # settings (cf)
 (LAM, P0, MAX_TRACE, SIGMA0, GATE, SAME_WORK, PLAM, PP0, SHAPE_VAR0, SHAPE_Q, IDLE_W, WARMUP,
- U_MAX, SHAPE_NOISE, ALGO, DCD_H, DCD_MB, DCD_NU, N_SLOTS, SLOT_P0, SLOT_TOL, SHAPE_S,
- SHAPE_SM) = range(23)
-N_CF = 23
+ U_MAX, SHAPE_NOISE, ALGO, DCD_H, DCD_MB, DCD_NU, N_SLOTS, SLOT_P0, SLOT_TOL) = range(21)
+N_CF = 21
 # slot meta columns: last tick used, pairs learned, lowest core clock seen (as u)
 AGE, PAIRS, U_SEEN = range(3)
 N_META = 3
@@ -386,17 +381,6 @@ def _plausible(y: float, db: FloatArray, gate: float, nb: int) -> bool:
     lo = min(0.0, MAX_SLOPE * du) - gate
     hi = max(0.0, MAX_SLOPE * du) + gate
     return lo <= y <= hi
-
-
-@njit(cache=True)
-def work_shape_at(v2: float, gm: float, lk: float, static: float, share_m: float) -> float:
-    """Prior log busy power at a level for the work running now: static share ``static``,
-    memory share ``share_m`` (× ``gm``, the memory clock over its top) and the core's dynamic
-    power, which spends a fixed energy per operation ∝ V² (``v2``: (V / V_top)²) over the
-    work's time at that level, exp(``lk``) times its time at the top: work whose time does not
-    move with the clock keeps its operations per second, so its core power falls only with
-    V², where compute-bound work (t ∝ 1/f) falls as f·V² (the table-wide prior)."""
-    return math.log(static + (1.0 - static - share_m) * v2 * math.exp(-lk) + share_m * gm)
 
 
 @njit(cache=True)
@@ -717,9 +701,12 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
     lvl = level if level >= 0 else int(sc[LVL_NOW])
     if lvl < 0:
         lvl = n - 1
+    if np.isfinite(pb_now):
+        p_ref = pb_now * math.exp(-lreff[lvl])
+    else:
+        p_ref = max(pc[1], 0.0) * math.exp(-top_rho)
     has_deadline = np.isfinite(deadline_ms) and 0.0 < deadline_ms <= MAX_DEADLINE_MS
     u_edge = next_below(basis, u_seen) if np.isfinite(u_seen) else math.inf
-    f_top = lv[CORE, n - 1]
     for k in range(n):
         lk = log_ratio_at(basis[k, 0], c0, c1, u_edge)
         if two:
@@ -736,21 +723,6 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
         ext = FORM_SLOPE * max(basis[k, 0] - u_seen, 0.0)
         out[OUT_SD_NOW, k] = math.sqrt(sigma2 * (1.0 + max(vn, 0.0)) + ext * ext)
         out[OUT_SD_TOP, k] = math.sqrt(sigma2 * (1.0 + max(vt, 0.0)) + ext * ext)
-        # the power shape of this work: its core clock's part of the time curve (lk less the
-        # memory clock's part, which the policy seldom runs enough to learn)
-        lrho0[k] = work_shape_at(lv[G, k] * f_top / lv[CORE, k], lv[GM, k],
-                                 lk - (cm * basis[k, 2] if two else 0.0), cf[SHAPE_S],
-                                 cf[SHAPE_SM])
-    refresh_shape(lv, lrho0, delta, lreff)
-    top_rho = lreff[n - 1]
-    for k in range(n):
-        top_rho = max(top_rho, lreff[k])
-    if np.isfinite(pb_now):
-        p_ref = pb_now * math.exp(-lreff[lvl])
-    else:
-        p_ref = max(pc[1], 0.0) * math.exp(-top_rho)
-    for k in range(n):
-        t = out[OUT_T, k]
         p = min(max(p_ref * math.exp(lreff[k]), idle), MAX_POWER_W)
         out[OUT_P, k] = p
         e = p * t
@@ -779,16 +751,6 @@ def _views_ref(state: FloatArray, off: IntArray) -> dict[str, FloatArray]:
               "slot_c": (slots, nb), "slot_p": (slots, nb * nb), "slot_meta": (slots, N_META)}
     return {name: state[off[i]:off[i + 1]].reshape(shapes.get(name, (-1,)))
             for i, name in enumerate(names)}
-
-
-def _refresh_ref(lv: FloatArray, lrho0: FloatArray, delta: FloatArray, lreff: FloatArray
-                 ) -> None:
-    """NumPy reference of `refresh_shape`."""
-    lreff[:] = lrho0 + delta
-    for k in range(lreff.size):  # non-decreasing in each clock
-        below = (lv[CORE, :k] <= lv[CORE, k]) & (lv[MEM, :k] <= lv[MEM, k])
-        if below.any():
-            lreff[k] = max(lreff[k], float(lreff[:k][below].max()))
 
 
 def _basis_ref(fc: float, fm: float, lv: FloatArray, u_max: float, nb: int) -> FloatArray:
@@ -927,7 +889,11 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
 
     lreff, delta, scov = v["lreff"], v["delta"], v["scov"]
     if sc[SHAPE_DIRTY] != 0.0:
-        _refresh_ref(lv, v["lrho0"], delta, lreff)
+        lreff[:] = v["lrho0"] + delta
+        for k in range(lreff.size):  # non-decreasing in each clock
+            below = (lv[CORE, :k] <= lv[CORE, k]) & (lv[MEM, :k] <= lv[MEM, k])
+            if below.any():
+                lreff[k] = max(lreff[k], float(lreff[:k][below].max()))
         sc[SHAPE_DIRTY] = 0.0
     top_rho = float(lreff.max())
     pb_now = math.nan
@@ -996,11 +962,6 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
     u_edge = next_below.py_func(basis, u_seen) if np.isfinite(u_seen) else math.inf
     lk = np.array([log_ratio_at.py_func(float(u), coef[0], coef[1], u_edge)
                    for u in basis[:, 0]])
-    v2 = lv[G] * lv[CORE, -1] / lv[CORE]  # (V / V_top)²
-    v["lrho0"][:] = np.log(cf[SHAPE_S] + (1.0 - cf[SHAPE_S] - cf[SHAPE_SM]) * v2 * np.exp(-lk)
-                           + cf[SHAPE_SM] * lv[GM])  # lk: the core clock's part only
-    _refresh_ref(lv, v["lrho0"], delta, lreff)
-    top_rho = float(lreff.max())
     if two:
         lk = lk + coef[2] * basis[:, 2]
     t = t_now * np.exp(lk - float(bnow @ coef))

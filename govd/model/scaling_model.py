@@ -29,13 +29,8 @@ SHAPE_VAR0 = 0.25
 """Prior variance of a level's log power offset from the prior shape (±50 %)."""
 SHAPE_Q = 1e-5
 """Variance added to every level's offset per learned pair: the shape may drift (temperature)."""
-SHAPE_NOISE = 0.1**2
-"""Variance of one measured log power ratio between two ticks as a measure of the table-wide
-offsets: ~0.02² of measurement noise, but one pair measures the shape of the work that ran, and
-the work-conditioned prior leaves ~0.1 of spread between pieces of work (issue #11: the true
-shapes' spread between phases is 0.04-0.2 in log on the measured tables). With 0.02² the
-offsets followed whichever work last moved between two levels (on the V100 tables the Kendall
-tau fell from ~0.8 to under 0.2 over a run, bench/README.md)."""
+SHAPE_NOISE = 0.02**2
+"""Variance of one measured log power ratio between two ticks."""
 SLOT_TOLERANCE = 0.1
 """Difference of log time at the top level within which two ticks are the same remembered
 piece of work (their counters must agree within ``same_work``, which also allows for counters
@@ -137,8 +132,6 @@ class ScalingModel:
         cf[s.N_SLOTS] = st.work_slots
         cf[s.SLOT_P0] = (st.work_sd / st.noise_prior) ** 2
         cf[s.SLOT_TOL] = SLOT_TOLERANCE
-        cf[s.SHAPE_S] = STATIC_SHARE
-        cf[s.SHAPE_SM] = MEMORY_SHARE if self.nb > 2 else 0.0
         cf[s.ALGO] = s.ALGO_RLS if st.algorithm == "rls" else s.ALGO_DCD
         cf[s.DCD_H], cf[s.DCD_MB], cf[s.DCD_NU] = st.dcd_h, st.dcd_mb, st.dcd_nu
         nz = 1 + self.nx

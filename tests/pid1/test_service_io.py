@@ -1,6 +1,6 @@
 """What the installed govd.service exchanges with the system under systemd 252: the activated
-frame socket and its sysusers group, the journal, the compiled kernels and numba's cache under the syscall filter, and the
-unit's exposure as systemd itself scores it."""
+frame socket and its sysusers group, the journal, the compiled kernels and numba's cache under
+the syscall filter, and the unit's exposure as systemd itself scores it."""
 
 from __future__ import annotations
 

@@ -14,8 +14,6 @@ and the taus over eight consecutive windows (a model that drifts against one tha
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import platform
 import sys
 import time
@@ -26,24 +24,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench_decisions import tables  # noqa: E402
+from bench_decisions import tables, write_report  # noqa: E402
 
 from govd.eval.evaluate import evaluate  # noqa: E402
 from govd.eval.misorder import misorder  # noqa: E402
 from govd.eval.reference import mean_curve_kendall_tau  # noqa: E402
 from govd.model.settings import ModelSettings  # noqa: E402
 from govd.target import Target  # noqa: E402
-
-
-def clean(v: object) -> object:
-    """JSON without NaN: None in its place."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {str(k): clean(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [clean(x) for x in v]
-    return v
 
 
 def main() -> int:
@@ -83,10 +70,7 @@ def main() -> int:
         print(f"{sweep.path:<18}{found.model:>7.3f}{found.true_time:>7.3f}"
               f"{found.true_power:>7.3f}{found.mean_curves:>7.3f}"
               f"{row['mean_curve_kendall_tau']:>7.3f}")
-    report["wall_s"] = time.perf_counter() - started
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(clean(report), indent=1) + "\n")
-    print(f"wrote {args.out} ({report['wall_s']:.0f} s)")
+    write_report(args.out, report, started)
     return 0
 
 

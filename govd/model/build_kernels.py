@@ -158,7 +158,7 @@ def build(ticks: int = 40) -> Path:
     with warnings.catch_warnings():
         from numba.core.errors import NumbaPendingDeprecationWarning
         warnings.simplefilter("ignore", NumbaPendingDeprecationWarning)  # pycc: deprecated
-        from numba.pycc import CC
+        from numba.pycc import CC  # type: ignore[attr-defined]
     name = kernels.extension_name(digest)
     table: dict[str, list[dict[str, Any] | None]] = {}
     with tempfile.TemporaryDirectory(prefix=".build-", dir=folder) as scratch:

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from govd.model.arrays import FloatArray
-from govd.model.online import OnlineModel
+from govd.model.settings import ModelSettings
 from govd.model.tick import UPDATED, WAS_RESET
 
 DIVERGED = "diverged"
@@ -71,10 +72,24 @@ ERROR_WEIGHT = 0.05
 """Weight of the newest squared a-priori error in the detector's RMS (about 20 updates)."""
 
 
-class StressDetector:
-    """Watches one `OnlineModel` tick by tick; `observe` after each update."""
+class Watched(Protocol):
+    """What the detector reads of a model (`OnlineModel`, `ScalingModel`)."""
 
-    def __init__(self, model: OnlineModel, settings: StressSettings | None = None) -> None:
+    P: FloatArray
+    """The coefficients' covariance (RLS) or its inverse (DCD)."""
+    settings: ModelSettings
+
+    @property
+    def fitted_time_ms(self) -> float: ...
+
+    def stats_dict(self) -> dict[str, int]: ...
+
+
+class StressDetector:
+    """Watches one model (`OnlineModel`, `ScalingModel`) tick by tick; `observe` after each
+    update."""
+
+    def __init__(self, model: Watched, settings: StressSettings | None = None) -> None:
         """``model``: the model whose updates are watched (its state is only read)."""
         self.model = model
         self.settings = settings or StressSettings()

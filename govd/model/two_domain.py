@@ -92,18 +92,18 @@ def level_rows(cores: FloatArray, mems: FloatArray | None, settings: ModelSettin
     core clock) or affine in the clock over the table (`default_volts`).
     Raises ValueError naming what is wrong."""
     two = mems is not None
-    mems = mems if two else np.ones_like(cores)
-    if cores.ndim != 1 or mems.shape != cores.shape:
+    mem: FloatArray = mems if mems is not None else np.ones_like(cores)
+    if cores.ndim != 1 or mem.shape != cores.shape:
         raise ValueError("need one memory clock per core clock")
     what = "(core, memory) pairs" if two else "levels"
     if not 2 <= cores.size <= MAX_LEVELS:
         raise ValueError(f"need 2..{MAX_LEVELS} {what}, got {cores.size}")
-    if not (np.all(np.isfinite(cores)) and np.all(np.isfinite(mems)) and cores.min() > 0
-            and mems.min() > 0):
+    if not (np.all(np.isfinite(cores)) and np.all(np.isfinite(mem)) and cores.min() > 0
+            and mem.min() > 0):
         raise ValueError("clocks must be positive and finite")
     if two:
-        order = np.lexsort((mems, cores))
-        same = (np.diff(cores) == 0) & (np.diff(mems) == 0)
+        order = np.lexsort((mem, cores))
+        same = (np.diff(cores) == 0) & (np.diff(mem) == 0)
         if not np.array_equal(order, np.arange(cores.size)) or same.any():
             raise ValueError("pairs must be sorted by core then memory clock, none twice")
     elif not np.all(np.diff(cores) > 0):
@@ -118,6 +118,6 @@ def level_rows(cores: FloatArray, mems: FloatArray | None, settings: ModelSettin
     lv = np.empty((pairs.N_LV_ROWS, cores.size))
     lv[pairs.CORE] = cores
     lv[pairs.G] = g[np.searchsorted(distinct, cores)]
-    lv[pairs.MEM] = mems
-    lv[pairs.GM] = mems / mems.max()
+    lv[pairs.MEM] = mem
+    lv[pairs.GM] = mem / mem.max()
     return lv

@@ -203,6 +203,26 @@ def verdicts(rows: dict[str, dict], slowdown: float) -> dict[str, bool]:
     return out
 
 
+def clean(v: object) -> object:
+    """JSON without NaN or infinities: None in their place."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {str(k): clean(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [clean(x) for x in v]
+    return v
+
+
+def write_report(out: Path, report: dict, started: float) -> None:
+    """``report`` with its ``wall_s`` (since ``started``, a `time.perf_counter` reading) as
+    indented JSON (`clean`) at ``out``, its folder made if missing; says where."""
+    report["wall_s"] = time.perf_counter() - started
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(clean(report), indent=1) + "\n")
+    print(f"\nwrote {out} ({report['wall_s']:.0f} s)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--form", choices=("auto", "scaling", "seed"), default="auto")
@@ -251,18 +271,7 @@ def main() -> int:
                   f"{r.get('true_curves_vs_oracle', math.nan):>7.3f}"
                   f"{r.get('true_curves_violation_rate', math.nan):>7.3f}"
                   f"{r['mean_curve_kendall_tau']:>7.2f}")
-    report["wall_s"] = time.perf_counter() - started
-
-    def clean(v: object) -> object:
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        return v
-
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(clean(report), indent=1) + "\n")
-    print(f"\nwrote {args.out} ({report['wall_s']:.0f} s)")
+    write_report(args.out, report, started)
     return 0
 
 

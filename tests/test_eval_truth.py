@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from govd.eval.evaluate import evaluate
 from govd.eval.reference import phase_means
@@ -48,6 +49,37 @@ def test_the_policy_sees_the_mean_curves_of_the_phase_of_the_unit_just_measured(
     assert not np.array_equal(inner.seen[1][0], inner.seen[2][0]), "the phase changed at 200"
     wrapped.reset()
     assert inner.resets == 1
+
+
+@pytest.mark.parametrize("part", ["time", "power"])
+def test_one_input_replaced_keeps_the_models_other_curve(part: str) -> None:
+    """Issue #11's method on the decisions: the true time with the model's busy power (or the
+    true power over the model's time), the energy recomputed from the two, deadline idle
+    included."""
+    table = two_phase_table(noise=0.01)
+    target = Target(fps=60.0)
+    inner = Recorder()
+    wrapped = TrueCurves(inner, table, target, idle_power_w=5.0, part=part)
+    phase_of, means = phase_means(table)
+    view = outlook(list(LEVELS), current=3, target=target, tick=250)
+    view.model_ready = True
+    model_time, model_power = np.array([20.0, 15.0, 12.0, 10.0]), np.array([40.0, 50, 60, 70])
+    view.time_ms, view.power_w = model_time.copy(), model_power.copy()
+    wrapped.decide(view)
+    truth_t, truth_p = means.time_ms[phase_of[250]], means.power_w[phase_of[250]]
+    time_ms = truth_t if part == "time" else model_time
+    power_w = model_power if part == "time" else truth_p
+    seen_t, seen_e = inner.seen[-1]
+    np.testing.assert_array_equal(seen_t, time_ms)
+    np.testing.assert_allclose(seen_e, power_w * time_ms
+                               + 5.0 * np.maximum(0.0, target.deadline_ms - time_ms))
+    assert not np.allclose(seen_e, unit_energy_mj(means, target, 5.0)[phase_of[250]])
+
+
+def test_an_unknown_part_is_refused_in_one_line() -> None:
+    with pytest.raises(ValueError, match="part must be one of"):
+        TrueCurves(Recorder(), two_phase_table(noise=0.01), Target(max_slowdown=0.1), 0.0,
+                   part="energy")
 
 
 def test_a_model_not_yet_ready_keeps_its_own_predictions() -> None:

@@ -21,12 +21,19 @@ from govd.model.arrays import FloatArray
 from govd.target import Target
 
 
-def unit_energy_mj(sweep: SweepTable, target: Target, idle_power_w: float) -> FloatArray:
-    """True energy of every unit at every level, shape [U, L]. Units: mJ."""
-    busy_mj = sweep.power_w * sweep.time_ms
+def energy_mj(power_w: FloatArray, time_ms: FloatArray, target: Target, idle_power_w: float
+              ) -> FloatArray:
+    """Energy of a unit that runs ``time_ms`` at busy ``power_w`` (W) under ``target``: busy
+    power·time, plus ``idle_power_w`` (W) until a frame deadline. Units: mJ."""
+    busy_mj = power_w * time_ms
     if target.fps is None:
         return busy_mj
-    return busy_mj + idle_power_w * np.maximum(0.0, target.deadline_ms - sweep.time_ms)
+    return busy_mj + idle_power_w * np.maximum(0.0, target.deadline_ms - time_ms)
+
+
+def unit_energy_mj(sweep: SweepTable, target: Target, idle_power_w: float) -> FloatArray:
+    """True energy of every unit at every level, shape [U, L]. Units: mJ."""
+    return energy_mj(sweep.power_w, sweep.time_ms, target, idle_power_w)
 
 
 def violations(sweep: SweepTable, target: Target) -> np.ndarray:

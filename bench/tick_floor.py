@@ -11,7 +11,9 @@ the ticks. Cumulative variants:
   credentials (`recvmsg` until EAGAIN; a child process sends one datagram per frame);
 - ``+ sysfs``: and five attribute files read with `pread` on descriptors held open (what govd
   reads a tick on the real /sys: clock, busy, energy, governor, request);
-- ``+ model``: and one call of the model's per-tick kernel (numba, on a state array).
+- ``+ model``: and one call of the model's per-tick kernel (numba, on a state array);
+- ``wake, C``: the same wait as ``wake`` from a C loop (built with ``cc`` when there is one):
+  the kernel's and the machine's share of a wake-up, without the interpreter.
 
 Writes ``bench/results/tick_floor.json``.
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import select
+import shutil
 import socket
 import statistics
 import subprocess
@@ -50,6 +53,48 @@ while True:
     except OSError:
         pass
 """
+
+WAKE_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <sys/select.h>
+static long long ns(clockid_t id) {
+    struct timespec t; clock_gettime(id, &t); return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+int main(int argc, char **argv) {
+    int ticks = atoi(argv[1]);
+    long long start = ns(CLOCK_MONOTONIC), cpu0 = ns(CLOCK_PROCESS_CPUTIME_ID);
+    for (int k = 1; k <= ticks; k++) {
+        long long wait = start + k * 50000000LL - ns(CLOCK_MONOTONIC);
+        if (wait > 0) {
+            struct timeval tv = {wait / 1000000000LL, (wait % 1000000000LL) / 1000};
+            select(0, NULL, NULL, NULL, &tv);
+        }
+    }
+    printf("%.1f\n", (ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0) / 1000.0 / ticks);
+    return 0;
+}
+"""
+
+
+def _c_wake(folder: Path) -> Callable[[float], float] | None:
+    """The C loop of ``wake``, built in ``folder``: seconds → CPU per tick (µs); None without
+    a C compiler."""
+    cc = shutil.which("cc")
+    if cc is None:
+        return None
+    (folder / "wake.c").write_text(WAKE_C)
+    built = subprocess.run([cc, "-O2", "-o", str(folder / "wake"), str(folder / "wake.c")],
+                           capture_output=True, check=False)
+    if built.returncode:
+        return None
+
+    def run(seconds: float) -> float:
+        out = subprocess.run([str(folder / "wake"), str(round(seconds / PERIOD_S))],
+                             capture_output=True, text=True, check=True).stdout
+        return float(out)
+    return run
 
 
 def _loop(seconds: float, body: Callable[[], None]) -> float:
@@ -115,6 +160,7 @@ def main() -> None:
             "+ sysfs": lambda: (drain(), read()),
             "+ model": lambda: (drain(), read(), kernel()),
         }
+        c_wake = _c_wake(tmp)
         sender = subprocess.Popen([sys.executable, "-c", SENDER, path])
         try:
             time.sleep(0.5)
@@ -123,6 +169,8 @@ def main() -> None:
                 for name, body in variants.items():
                     drain()
                     figures[name].append(round(_loop(args.seconds, body), 1))
+                if c_wake is not None:
+                    figures.setdefault("wake, C", []).append(round(c_wake(args.seconds), 1))
         finally:
             sender.kill()
             sender.wait()

@@ -10,14 +10,25 @@ part's figure includes the parts it calls (``source.drain`` includes ``receive``
 With ``--calls`` the same ticks run under cProfile instead (no timers), and the Python calls a
 tick makes, by function, are printed: what a tick touches, not what it costs.
 
-    python bench/profile_tick.py [--ticks 200] [--warmup 20] [--calls] [--out FILE]
+With ``--free`` the timers are left out and each part in turn is made free instead: its results,
+recorded in order over ``--ticks`` ticks just before, are handed back one per call (a list
+lookup; the level written, the frames and readings stay those of a real run), and the tick body
+is timed alone, interleaved with the whole tick over ``--rounds`` rounds. What a tick saves
+when a part costs nothing is that part's real share of a cold tick, the callers' work on its
+results included, without the timers' own system calls; "all" frees every part at once: what
+is left is the daemon's own frame around them.
+
+    python bench/profile_tick.py [--ticks 200] [--warmup 20] [--calls | --free [--rounds 3]]
+                                 [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import itertools
 import pstats
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -76,6 +87,60 @@ def _wrap(daemon: Daemon, spent: Counter[str]) -> None:
     source._sock = _TimedSocket(source._sock, spent)  # type: ignore[attr-defined]
 
 
+def _parts_to_free(daemon: Daemon) -> dict[str, list[tuple[Any, str]]]:
+    """Each part `--free` makes free, as the (owner, method name) pairs it stands for."""
+    runner = daemon.runners[0]
+    parts: dict[str, list[tuple[Any, str]]] = {
+        "governor.step": [(runner.governor, "step")],
+        "device.read": [(runner.device, "read")],
+        "device.override": [(runner.device, "override")],
+        "runner._apply": [(runner, "_apply")],
+        "source.drain": [(daemon.source, "drain")],
+    }
+    if runner.summary is not None:
+        parts["summary"] = [(runner.summary, "record_tick")]
+    parts["all"] = [pair for pairs in list(parts.values()) for pair in pairs]
+    return parts
+
+
+def _free(daemon: Daemon, ticks: int, rounds: int, last_s: float) -> dict[str, Any]:
+    """Per round: the whole tick, then each part in turn recorded over ``ticks`` ticks and
+    replayed for as many (the tick timed alone each time). Returns the medians over the
+    rounds and every round's figure. Units: µs of thread CPU time per tick."""
+    figures: dict[str, list[float]] = {}
+
+    def timed(label: str) -> None:
+        nonlocal last_s
+        spent: Counter[str] = Counter()
+        last_s = _ticks(daemon, ticks, last_s, _timed(spent, label, daemon._tick))
+        figures.setdefault(label, []).append(round(spent[label] / ticks / 1000, 1))
+
+    for _ in range(rounds):
+        for name, pairs in _parts_to_free(daemon).items():
+            timed("whole tick")
+            recorded: dict[tuple[int, str], list[Any]] = {}
+            for owner, method in pairs:  # record: the real calls, their results kept in order
+                real = getattr(owner, method)
+                results = recorded[id(owner), method] = []
+
+                def record(*args: Any, _real: Any = real, _into: list[Any] = results,
+                           **kwargs: Any) -> Any:
+                    result = _real(*args, **kwargs)
+                    _into.append(result)
+                    return result
+                setattr(owner, method, record)
+            last_s = _ticks(daemon, ticks, last_s)
+            for owner, method in pairs:  # replay: each call hands back the next result
+                results = recorded[id(owner), method]
+                replay = itertools.cycle(results).__next__ if results else (lambda: None)
+                setattr(owner, method, lambda *args, _next=replay, **kwargs: _next())
+            timed(f"without {name}")
+            for owner, method in pairs:
+                delattr(owner, method)  # the class's method again
+    return {"median_us": {k: statistics.median(v) for k, v in figures.items()},
+            "rounds_us": figures}
+
+
 def _ticks(daemon: Daemon, ticks: int, last_s: float,
            tick: Callable[[Tick], None] | None = None) -> float:
     """Run ``ticks`` tick bodies (``tick``, default the daemon's), one per `PERIOD_S`; returns
@@ -111,7 +176,11 @@ def main() -> None:
                         help="where the JSON goes (default bench/results/tick_parts.json)")
     parser.add_argument("--calls", action="store_true",
                         help="print the Python calls per tick (cProfile) instead of timing")
+    parser.add_argument("--free", action="store_true",
+                        help="time the tick with each part made free in turn, no timers")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --free")
     args = parser.parse_args()
+    freed: dict[str, Any] = {}
     spent: Counter[str] = Counter()
     with scratch_dir("govd-profile-") as tmp_name:
         tmp = Path(tmp_name)
@@ -131,6 +200,8 @@ def main() -> None:
                 profile.enable()
                 _ticks(daemon, args.ticks, last_s)
                 profile.disable()
+            elif args.free:
+                freed = _free(daemon, args.ticks, args.rounds, last_s)
             else:
                 # The whole tick alone first: each timed part adds two system calls, which a
                 # cold tick pays dearly (~40 of them a tick), so the parts inflate the total.
@@ -144,6 +215,18 @@ def main() -> None:
             sim.wait(timeout=60)
     if args.calls:
         _print_calls(profile, args.ticks)
+        return
+    if args.free:
+        write_result("tick_free", {
+            "benchmark": "the daemon's tick with each part made free in turn, one tick per 50 ms "
+                         "on the live simulated GPU",
+            "ticks": args.ticks, "rounds": args.rounds, "thread_cpu_us_per_tick": freed,
+            "notes": "tick body alone, thread CPU time per tick; 'without P': P's results "
+                     "recorded over the ticks just before are handed back in order (a list "
+                     "lookup), so the tick saves P's own work and what P touches; 'all': every "
+                     "part freed; each 'whole tick' is timed just before its variant",
+            "machine": machine(),
+        }, args.out)
         return
     result = {
         "benchmark": "parts of the daemon's tick, one tick per 50 ms on the live simulated GPU",

@@ -24,6 +24,9 @@ def make(target: str, destdir: Path, *extra: str) -> subprocess.CompletedProcess
     """`make -s TARGET DESTDIR=destdir` with the system python3 and this test run's venv as the
     development venv (so `setup` is already done when the tests run under `make test`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    # As in a developer's shell that points Python at this checkout: the install must still
+    # build the installed package's kernels (test_install checks they are there), not these.
+    env["PYTHONPATH"] = str(REPO)
     python = install_python()
     variables = [f"DESTDIR={destdir}", f"VENV={sys.prefix}",
                  *([f"PYTHON={python}"] if python else []), *extra]

@@ -216,11 +216,11 @@ def clamp_coefficients(out: FloatArray, nb: int, u_max: float) -> None:
 def log_ratio_at(u: float, c0: float, c1: float, u_edge: float) -> float:
     """Log time at u = log(f_top / f) relative to the top level: the curve c0·u + c1·u² up to
     ``u_edge``, continued beyond with its slope there or ROOFLINE_SLOPE, whichever is
-    steeper."""
+    steeper (at most MAX_SLOPE)."""
     if u <= u_edge:
         return c0 * u + c1 * u * u
     edge = c0 * u_edge + c1 * u_edge * u_edge
-    slope = max(c0 + 2.0 * c1 * u_edge, ROOFLINE_SLOPE)
+    slope = min(max(c0 + 2.0 * c1 * u_edge, ROOFLINE_SLOPE), MAX_SLOPE)
     return edge + slope * (u - u_edge)
 
 
@@ -399,6 +399,17 @@ def refresh_shape(lv: FloatArray, lrho0: FloatArray, delta: FloatArray, lreff: F
         for j in range(k):
             if lv[CORE, j] <= lv[CORE, k] and lv[MEM, j] <= lv[MEM, k] and lreff[j] > lreff[k]:
                 lreff[k] = lreff[j]
+
+
+@njit(cache=True)
+def monotone_in_clocks(lv: FloatArray, lk: FloatArray) -> None:
+    """Raise each level's predicted log time ``lk`` to the largest at any level that is no
+    slower in either clock: time never falls as a clock falls."""
+    n = lv.shape[1]
+    for k in range(n - 1, -1, -1):  # levels are sorted by core then memory clock
+        for j in range(k + 1, n):
+            if lv[CORE, j] >= lv[CORE, k] and lv[MEM, j] >= lv[MEM, k] and lk[j] > lk[k]:
+                lk[k] = lk[j]
 
 
 @njit(cache=True)
@@ -720,11 +731,15 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
     lnow_k = int(sc[TLVL_PREV])  # the level the time now (T_PREV) was measured at
     if slot >= 0:  # this work's own curve, remembered
         u_seen = _mat(state, off, SLOT_META, N_META)[slot, U_SEEN]
+        # as fitted: with the corrections learned beside it, clamping the curve would move
+        # the predictions at the levels run off what was measured there (a knee makes c0 < 0);
+        # physical sense is kept on the predicted curve instead (`monotone_in_clocks`)
         for b in range(nb):
             coef[b] = sl_c[slot, b]
             for b2 in range(nb):
                 q[b * nb + b2] = sl_p[slot, b * na + b2]
-        clamp_coefficients(coef, nb, cf[U_MAX])
+        if two:
+            coef[2] = min(max(coef[2], 0.0), 1.5)
     else:
         coefficients_now(beta, z, nb, cf[U_MAX], coef)
         _fold(state, off, q)
@@ -735,8 +750,17 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
     sigma2 = (n_err * sc[ERR2] + ERR_PRIOR_PAIRS * cf[SIGMA0] ** 2) / (n_err + ERR_PRIOR_PAIRS)
     t_now = sc[T_PREV]
     lnow = c0 * bnow[0] + c1 * bnow[1] + cm * (bnow[2] if two else 0.0)
+    u_edge = next_below(basis, u_seen) if np.isfinite(u_seen) else math.inf
+    lks = _sec(state, off, SWORK)  # scratch: log time at each level, relative to the top
+    for k in range(n):
+        lks[k] = log_ratio_at(basis[k, 0], c0, c1, u_edge)
+        if two:
+            lks[k] += cm * basis[k, 2]
+        if slot >= 0:
+            lks[k] += sl_c[slot, nb + k]
     if slot >= 0:
-        lnow += sl_c[slot, nb + lnow_k]
+        monotone_in_clocks(lv, lks)
+        lnow = lks[lnow_k]
     idle = cf[IDLE_W] if np.isfinite(cf[IDLE_W]) else pc[0]
     idle = min(max(idle, 0.0), MAX_POWER_W)
     lvl = level if level >= 0 else int(sc[LVL_NOW])
@@ -747,11 +771,8 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
     else:
         p_ref = max(pc[1], 0.0) * math.exp(-top_rho)
     has_deadline = np.isfinite(deadline_ms) and 0.0 < deadline_ms <= MAX_DEADLINE_MS
-    u_edge = next_below(basis, u_seen) if np.isfinite(u_seen) else math.inf
     for k in range(n):
-        lk = log_ratio_at(basis[k, 0], c0, c1, u_edge)
-        if two:
-            lk += cm * basis[k, 2]
+        lk = lks[k]
         vn = 0.0
         vt = 0.0
         for b in range(nb):
@@ -759,8 +780,7 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
                 qq = q[b * nb + b2]
                 vn += (basis[k, b] - bnow[b]) * qq * (basis[k, b2] - bnow[b2])
                 vt += basis[k, b] * qq * basis[k, b2]
-        if slot >= 0:  # the level's correction, its variance and covariance with the curve
-            lk += sl_c[slot, nb + k]
+        if slot >= 0:  # the level's correction: its variance, its covariance with the curve
             vn += _correction_var(sl_p[slot], na, nb, k, lnow_k, basis[k], bnow)
             vt += _correction_var(sl_p[slot], na, nb, k, n - 1, basis[k], basis[n - 1])
         t = t_now * math.exp(lk - lnow)
@@ -1016,9 +1036,14 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
         c = v["beta"].reshape(nb, nz) @ z
         zb = np.kron(np.eye(nb), z.reshape(-1, 1))  # [m, nb]: column b holds z in block b
         q = zb.T @ v["P"] @ zb
-    c0 = min(max(c[0], 0.0), MAX_SLOPE)
-    c1 = min(max(c[1], -c0 / (2.0 * cf[U_MAX])), (MAX_SLOPE - c0) / (2.0 * cf[U_MAX]))
-    coef = np.array([c0, c1] + ([min(max(c[2], 0.0), 1.5)] if two else []))
+    if slot >= 0:
+        coef = np.array(c)
+    else:
+        c0 = min(max(c[0], 0.0), MAX_SLOPE)
+        coef = np.array([c0, min(max(c[1], -c0 / (2.0 * cf[U_MAX])),
+                                 (MAX_SLOPE - c0) / (2.0 * cf[U_MAX]))] + list(c[2:]))
+    if two:
+        coef[2] = min(max(coef[2], 0.0), 1.5)
     n_err = min(sc[N_ERR], 1.0 / ERR_WEIGHT)
     sigma = math.sqrt((n_err * sc[ERR2] + ERR_PRIOR_PAIRS * cf[SIGMA0] ** 2)
                       / (n_err + ERR_PRIOR_PAIRS))
@@ -1031,7 +1056,15 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
     if two:
         lk = lk + coef[2] * basis[:, 2]
     r = int(sc[TLVL_PREV])
-    t = t_now * np.exp(lk + d - float(bnow @ coef) - d[r])
+    lk = lk + d
+    lnow = float(bnow @ coef)
+    if slot >= 0:
+        for k in range(n - 1, -1, -1):
+            faster = (lv[CORE, k + 1:] >= lv[CORE, k]) & (lv[MEM, k + 1:] >= lv[MEM, k])
+            if faster.any():
+                lk[k] = max(lk[k], float(lk[k + 1:][faster].max()))
+        lnow = float(lk[r])
+    t = t_now * np.exp(lk - lnow)
     dn = basis - bnow
     out[OUT_T] = t
     ext = FORM_SLOPE * np.maximum(basis[:, 0] - u_seen, 0.0)

@@ -35,6 +35,15 @@ new operating point, not a surprise.
   seen). Each level gets the standard deviation of its predicted log ratio to the running level
   (`SD_NOW`) and to the fastest level (`SD_TOP`): σ·sqrt(1 + Δβᵀ Q Δβ), Q the covariance folded
   with the current counters. The `energy` policy turns these into per-level safety margins.
+- Each piece of work (a slot: its log time at the top level and its counters) keeps its own
+  curve, started from the global one, and one correction of log time per level, learned with
+  the curve in one RLS over [c, d] from the pairs that work ran: the quadratic cannot bend at
+  the knee memory-bound V100 kernels have between 945 and 802 MHz (fitted per kernel it is off
+  by +0.02..+0.04 at 945 MHz, more than the σ it publishes), the corrections can. Their prior
+  (`scaling_model.level_prior`: 0 at the top, a random walk as the clocks fall) stays in the
+  spread of a level the work never ran, so a correction is trusted only where it was measured.
+  The slot's curve is predicted as fitted (a clamp would move the levels run off what was
+  measured there) and the predicted times are made non-decreasing as either clock falls.
 
 Power: busy power at level l is the current busy power times a per-level shape,
 P_busy(l) = P_busy(now) · exp(ρ(l) − ρ(now)). The shape starts from a monotone prior,

@@ -31,16 +31,14 @@ SHAPE_Q = 1e-5
 """Variance added to every level's offset per learned pair: the shape may drift (temperature)."""
 SHAPE_NOISE = 0.02**2
 """Variance of one measured log power ratio between two ticks."""
-LEVEL_SD = 2.0
-"""Prior standard deviation of a level's correction of log time to a piece of work's smooth
-curve, in units of the pair noise σ: the form (quadratic in log clock) cannot bend at a knee,
-and a correction of a few σ is what a handful of pairs at the level can tell from their noise.
-A level never run keeps this spread in its published one, so the smooth curve is not trusted
-there beyond what it has shown."""
-LEVEL_CORRELATION = 0.1
-"""Correlation length (log clock, both clocks with two domains) of the per-level corrections:
-about one DVFS step (10 % of the clock), so that a neighbour within a step follows what a
-level learned and a knee two steps away is not carried over."""
+LEVEL_SD = 1.0
+"""Prior standard deviation, in units of the pair noise σ, of a level's correction of log time
+to a piece of work's smooth curve one `LEVEL_STEP` below the top (`level_prior`): the form
+(quadratic in log clock) cannot bend at a knee, and a correction of the pair noise's size is
+what a few pairs at the level can tell apart. A level never run keeps this spread in its
+published one, so the smooth curve is not trusted there beyond what it has shown."""
+LEVEL_STEP = 0.1
+"""A DVFS step in log clock (10 %), the unit `LEVEL_SD` is given for."""
 SLOT_TOLERANCE = 0.1
 """Difference of log time at the top level within which two ticks are the same remembered
 piece of work (their counters must agree within ``same_work``, which also allows for counters
@@ -88,7 +86,7 @@ class ScalingModel:
                                + share_m * self.lv[s.GM])
         self._shape_prior = _smooth_prior(self.lv, two, SHAPE_VAR0)
         # a slot's covariance is in units of σ² (RLS with λ = 1), as its curve's
-        dprior = _smooth_prior(self.lv, two, LEVEL_SD**2, LEVEL_CORRELATION, jitter=1e-6)
+        dprior = level_prior(self.lv, two, LEVEL_SD**2 / LEVEL_STEP)
         self.state[self.off[s.DPRIOR]:self.off[s.DPRIOR + 1]] = dprior.ravel()
         self._configure(idle_power_w, u_max)
         self.reset()
@@ -275,19 +273,16 @@ class ScalingModel:
                 "shape_updates": int(sc[s.SHAPE_UPDATES]), "work_slots_made": int(sc[s.SLOTS_MADE])}
 
 
-def _smooth_prior(lv: FloatArray, two: bool, var0: float, ell: float | None = None,
-                  jitter: float = 0.0) -> FloatArray:
-    """Prior covariance of per-level log offsets (the power shape's, the time corrections'):
-    variance ``var0``, correlation exp(−d²/2ℓ²) with d the distance in log clock (both clocks
-    with two domains) and ℓ = ``ell``, by default a third of the table's log range, so that
-    what one pair of levels teaches carries to their neighbours and fades with distance. The
-    offset of the highest level is pinned at 0, up to ``jitter``·var0 added to every variance
-    (RLS resets a covariance with a zero on its diagonal)."""
+def _smooth_prior(lv: FloatArray, two: bool, var0: float) -> FloatArray:
+    """Prior covariance of the per-level log power offsets: variance ``var0``, correlation
+    exp(−d²/2ℓ²) with d the distance in log clock (both clocks with two domains) and ℓ a third
+    of the table's log range, so that what one pair of levels teaches carries to their
+    neighbours and fades with distance."""
     logs = [np.log(lv[s.CORE])] + ([np.log(lv[s.MEM])] if two else [])
     d2 = np.zeros((lv.shape[1], lv.shape[1]))
     for x in logs:
-        scale = ell if ell is not None else max(float(np.ptp(x)) / 3.0, 0.05)
-        d2 += ((x[:, None] - x[None, :]) / scale) ** 2
+        ell = max(float(np.ptp(x)) / 3.0, 0.05)
+        d2 += ((x[:, None] - x[None, :]) / ell) ** 2
     prior: FloatArray = var0 * np.exp(-0.5 * d2)
     # A pair of ticks measures a *difference* of offsets; their common level is only held by
     # the prior, so visited levels drifted together away from unvisited ones (half of every
@@ -297,4 +292,22 @@ def _smooth_prior(lv: FloatArray, two: bool, var0: float, ell: float | None = No
     # conditioned on δ(top) = 0), so that a measured ratio moves the other end only.
     top = prior[:, -1].copy()
     prior -= np.outer(top, top) / top[-1]
-    return prior + np.eye(prior.shape[0]) * (jitter * var0)
+    return prior
+
+
+def level_prior(lv: FloatArray, two: bool, var_per_u: float) -> FloatArray:
+    """Prior covariance of a slot's per-level corrections of log time (in units of σ²): a
+    random walk from the top level as each clock falls, Cov(d_j, d_k) = ``var_per_u`` ·
+    (min(u_j, u_k) + min(u_m,j, u_m,k)), u = log(f_top / f) per clock (the memory clock's with
+    two domains). The ratio to the top is exact at the top and the form's misfit may grow with
+    the distance from it; a correction learned at one level carries to the levels below it (as
+    much as the walk allows) and not to those above it that the work ran. A tiny variance
+    (1e-6 · ``var_per_u``) on every level keeps the matrix positive definite for RLS's checks
+    (the top's own variance is 0)."""
+    logs = [np.log(lv[s.CORE])] + ([np.log(lv[s.MEM])] if two else [])
+    cov = np.zeros((lv.shape[1], lv.shape[1]))
+    for x in logs:
+        u = x.max() - x
+        cov += np.minimum(u[:, None], u[None, :])
+    out: FloatArray = var_per_u * (cov + 1e-6 * np.eye(cov.shape[0]))
+    return out

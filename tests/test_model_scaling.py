@@ -227,7 +227,7 @@ def test_a_knee_the_smooth_curve_cannot_bend_to_is_learned_at_the_levels_run() -
     model = ScalingModel(KNEE_LEVELS)
     rng = np.random.default_rng(11)
     run = KNEE_LEVELS[1:]
-    for k in range(1500):
+    for _ in range(1500):
         fc = run[int(rng.integers(0, len(run)))]
         model.update(_knee_time(fc) * rng.lognormal(0, 0.005), fc, power_w=100.0, busy=1.0)
     model.update(_knee_time(1380.0), 1380.0, power_w=100.0, busy=1.0)
@@ -245,7 +245,7 @@ def test_a_level_never_run_keeps_the_corrections_prior_in_its_spread() -> None:
     model = ScalingModel(LEVELS)
     rng = np.random.default_rng(12)
     run = [0, 2, 3, 4]  # never 600 MHz, ~0.3 in log clock from its neighbours
-    for k in range(1500):
+    for _ in range(1500):
         fc = LEVELS[run[int(rng.integers(0, len(run)))]]
         model.update((0.5 + 0.5 * 1000.0 / fc) * rng.lognormal(0, 0.01), fc, power_w=100.0,
                      busy=1.0)

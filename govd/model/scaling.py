@@ -1049,8 +1049,8 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
         coef = np.array(c)
     else:
         c0 = min(max(c[0], 0.0), MAX_SLOPE)
-        coef = np.array([c0, min(max(c[1], -c0 / (2.0 * cf[U_MAX])),
-                                 (MAX_SLOPE - c0) / (2.0 * cf[U_MAX]))] + list(c[2:]))
+        c1 = min(max(c[1], -c0 / (2.0 * cf[U_MAX])), (MAX_SLOPE - c0) / (2.0 * cf[U_MAX]))
+        coef = np.array([c0, c1, *c[2:]])
     if two:
         coef[2] = min(max(coef[2], 0.0), 1.5)
     n_err = min(sc[N_ERR], 1.0 / ERR_WEIGHT)

@@ -35,15 +35,6 @@ new operating point, not a surprise.
   seen). Each level gets the standard deviation of its predicted log ratio to the running level
   (`SD_NOW`) and to the fastest level (`SD_TOP`): σ·sqrt(1 + Δβᵀ Q Δβ), Q the covariance folded
   with the current counters. The `energy` policy turns these into per-level safety margins.
-- Each piece of work (a slot: its log time at the top level and its counters) keeps its own
-  curve, started from the global one, and one correction of log time per level, learned with
-  the curve in one RLS over [c, d] from the pairs that work ran: the quadratic cannot bend at
-  the knee memory-bound V100 kernels have between 945 and 802 MHz (fitted per kernel it is off
-  by +0.02..+0.04 at 945 MHz, more than the σ it publishes), the corrections can. Their prior
-  (`scaling_model.level_prior`: 0 at the top, a random walk as the clocks fall) stays in the
-  spread of a level the work never ran, so a correction is trusted only where it was measured.
-  The slot's curve is predicted as fitted (a clamp would move the levels run off what was
-  measured there) and the predicted times are made non-decreasing as either clock falls.
 
 Power: busy power at level l is the current busy power times a per-level shape,
 P_busy(l) = P_busy(now) · exp(ρ(l) − ρ(now)). The shape starts from a monotone prior,
@@ -70,13 +61,13 @@ from govd.model.arrays import FloatArray, IntArray
 from govd.model.dcd import dcd_update
 from govd.model.kernels import njit
 from govd.model.pairs import sensitivity_pairs
-from govd.model.rls import ordered_sum, rls_update, rls_update_ref
+from govd.model.rls import rls_update, rls_update_ref
 
 # sections of the state buffer, in order; `layout` gives their offsets
 (BETA, BETA0, PCOV, WORK, H, Z, XSCALE, XPREV, BPREV, BNOW, LV, BASIS, LRHO0, DELTA, SCOV, LREFF,
  PC, PC0, PP, PPHI, PWORK, OUT, SC, CF, RES, CHOL, YS, QS, SLOT_SIG, SLOT_C, SLOT_P, SLOT_META,
- CG, SWORK, DPRIOR, AH, AWORK, AINIT) = range(38)
-N_SECTIONS = 38
+ CG, SWORK) = range(34)
+N_SECTIONS = 34
 # header stored after the offsets in the layout array
 HDR_M, HDR_NB, HDR_NX, HDR_L = range(N_SECTIONS + 1, N_SECTIONS + 5)
 # lv rows (the layout of `govd.model.pairs`, so its sensitivity serves both forms)
@@ -87,8 +78,8 @@ N_OUT = 5
 # scalars (sc)
 (T_PREV, LVL_PREV, HAS_PREV, ERR2, N_ERR, PB_PREV, T_FIT, SENS, P_IDLE, READY, TICKS, UPDATES,
  SKIPPED, RESETS, P_UPDATES, P_SKIPPED, GATED_N, T_NOW, LVL_NOW, PB_NOW, SHAPE_DIRTY, FC_NOW,
- FM_NOW, SHAPE_UPDATES, CUR_SLOT, SLOTS_MADE, REJECTS, TLVL_PREV) = range(28)
-N_SC = 28
+ FM_NOW, SHAPE_UPDATES, CUR_SLOT, SLOTS_MADE, REJECTS) = range(27)
+N_SC = 27
 # settings (cf)
 (LAM, P0, MAX_TRACE, SIGMA0, GATE, SAME_WORK, PLAM, PP0, SHAPE_VAR0, SHAPE_Q, IDLE_W, WARMUP,
  U_MAX, SHAPE_NOISE, ALGO, DCD_H, DCD_MB, DCD_NU, N_SLOTS, SLOT_P0, SLOT_TOL) = range(21)
@@ -140,13 +131,11 @@ BUSY_MIN = 0.05
 
 def layout(m: int, nb: int, nx: int, n_levels: int, slots: int = 0) -> IntArray:
     """Offsets of every section for ``m`` = nb·(1 + nx) coefficients over ``n_levels`` levels
-    with ``slots`` remembered pieces of work, then the header (m, nb, nx, L). A slot's state is
-    its curve's nb coefficients followed by one log-time correction per level (na of them)."""
-    na = nb + n_levels
+    with ``slots`` remembered pieces of work, then the header (m, nb, nx, L)."""
     sizes = [m, m, m * m, m, m, 1 + nx, nx, nx, nb, nb, 4 * n_levels, nb * n_levels, n_levels,
              n_levels, n_levels * n_levels, n_levels, 2, 2, 4, 2, 2, N_OUT * n_levels, N_SC, N_CF,
-             m, m * m, m * nb, nb * nb, slots * (1 + nx), slots * na, slots * na * na,
-             slots * N_META, nb, n_levels, n_levels * n_levels, na, na, na]
+             m, m * m, m * nb, nb * nb, slots * (1 + nx), slots * nb, slots * nb * nb,
+             slots * N_META, nb, n_levels]
     off = np.zeros(N_SECTIONS + 5, dtype=np.int64)
     off[1:N_SECTIONS + 1] = np.cumsum(sizes)
     off[HDR_M], off[HDR_NB], off[HDR_NX], off[HDR_L] = m, nb, nx, n_levels
@@ -225,11 +214,11 @@ def clamp_coefficients(out: FloatArray, nb: int, u_max: float) -> None:
 def log_ratio_at(u: float, c0: float, c1: float, u_edge: float) -> float:
     """Log time at u = log(f_top / f) relative to the top level: the curve c0·u + c1·u² up to
     ``u_edge``, continued beyond with its slope there or ROOFLINE_SLOPE, whichever is
-    steeper (at most MAX_SLOPE)."""
+    steeper."""
     if u <= u_edge:
         return c0 * u + c1 * u * u
     edge = c0 * u_edge + c1 * u_edge * u_edge
-    slope = min(max(c0 + 2.0 * c1 * u_edge, ROOFLINE_SLOPE), MAX_SLOPE)
+    slope = max(c0 + 2.0 * c1 * u_edge, ROOFLINE_SLOPE)
     return edge + slope * (u - u_edge)
 
 
@@ -411,17 +400,6 @@ def refresh_shape(lv: FloatArray, lrho0: FloatArray, delta: FloatArray, lreff: F
 
 
 @njit(cache=True)
-def monotone_in_clocks(lv: FloatArray, lk: FloatArray) -> None:
-    """Raise each level's predicted log time ``lk`` to the largest at any level that is no
-    slower in either clock: time never falls as a clock falls."""
-    n = lv.shape[1]
-    for k in range(n - 1, -1, -1):  # levels are sorted by core then memory clock
-        for j in range(k + 1, n):
-            if lv[CORE, j] >= lv[CORE, k] and lv[MEM, j] >= lv[MEM, k] and lk[j] > lk[k]:
-                lk[k] = lk[j]
-
-
-@njit(cache=True)
 def learn_shape(delta: FloatArray, cov: FloatArray, a: int, b: int, y: float, noise: float,
                 drift: float, work: FloatArray) -> None:
     """Kalman update of the per-level log power offsets from one measured log ratio ``y`` of
@@ -459,19 +437,16 @@ def _fold(state: FloatArray, off: IntArray, q: FloatArray) -> None:
 
 
 @njit(cache=True)
-def _remember(state: FloatArray, off: IntArray, t_ms: float, learned: bool, y: float,
-              level: int) -> float:
-    """Find (or make) the slot of the work this tick ran (at ``level``), and teach it the pair
-    just learned from. A new slot starts from the global model's curve for these counters and
-    its covariance, widened by ``SLOT_P0``: how far one piece of work may stray from what its
-    counters suggest; its per-level corrections start at 0 with the prior `DPRIOR`. Its
-    signature follows the work slowly (the global model it is measured with keeps learning).
-    Returns the slot's a-priori error on the pair, NaN when none was learned or the slot had
-    learned fewer than two pairs: `ratio_error` is the noise of an informed prediction (a new
-    slot's uncertainty is in its covariance, not in the noise)."""
+def _remember(state: FloatArray, off: IntArray, t_ms: float, learned: bool, y: float
+              ) -> float:
+    """Find (or make) the slot of the work this tick ran, and teach it the pair just learned
+    from. A new slot starts from the global model's curve for these counters and its
+    covariance, widened by ``SLOT_P0``: how far one piece of work may stray from what its
+    counters suggest. Its signature follows the work slowly (the global model it is measured
+    with keeps learning). Returns the slot's a-priori error on the pair, NaN when none was
+    learned or the slot had learned fewer than two pairs: `ratio_error` is the noise of an
+    informed prediction (a new slot's uncertainty is in its covariance, not in the noise)."""
     nb = off[HDR_NB]
-    n = off[HDR_L]
-    na = nb + n
     cf = _sec(state, off, CF)
     sc = _sec(state, off, SC)
     z = _sec(state, off, Z)
@@ -479,8 +454,8 @@ def _remember(state: FloatArray, off: IntArray, t_ms: float, learned: bool, y: f
     cg = _sec(state, off, CG)
     q = _sec(state, off, QS)
     sig = _mat(state, off, SLOT_SIG, z.shape[0])
-    sl_c = _mat(state, off, SLOT_C, na)
-    sl_p = _mat(state, off, SLOT_P, na * na)
+    sl_c = _mat(state, off, SLOT_C, nb)
+    sl_p = _mat(state, off, SLOT_P, nb * nb)
     meta = _mat(state, off, SLOT_META, N_META)
     coefficients_now(_sec(state, off, BETA), z, nb, cf[U_MAX], cg)
     s0 = math.log(t_ms)
@@ -490,17 +465,10 @@ def _remember(state: FloatArray, off: IntArray, t_ms: float, learned: bool, y: f
     if j < 0:
         j = oldest_slot(meta)
         _fold(state, off, q)
-        dprior = _mat(state, off, DPRIOR, n)
-        for i in range(na):
-            sl_c[j, i] = cg[i] if i < nb else 0.0
-            for i2 in range(na):
-                if i < nb and i2 < nb:
-                    v = q[i * nb + i2] + (cf[SLOT_P0] if i == i2 else 0.0)
-                elif i >= nb and i2 >= nb:
-                    v = dprior[i - nb, i2 - nb]
-                else:
-                    v = 0.0
-                sl_p[j, i * na + i2] = v
+        for b in range(nb):
+            sl_c[j, b] = cg[b]
+            for b2 in range(nb):
+                sl_p[j, b * nb + b2] = q[b * nb + b2] + (cf[SLOT_P0] if b == b2 else 0.0)
         sig[j, 0] = s0
         for i in range(1, z.shape[0]):
             sig[j, i] = z[i]
@@ -516,40 +484,16 @@ def _remember(state: FloatArray, off: IntArray, t_ms: float, learned: bool, y: f
     e = math.nan
     if learned:
         db = _sec(state, off, BPREV)  # holds Δβ of the pair just learned
-        ha = _sec(state, off, AH)  # [Δβ, e_level − e_previous level]
-        a_init = _sec(state, off, AINIT)
-        for i in range(na):
-            ha[i] = db[i] if i < nb else 0.0
-            a_init[i] = cg[i] if i < nb else 0.0
-        a = int(sc[TLVL_PREV])
-        if a != level:
-            ha[nb + level] += 1.0
-            ha[nb + a] -= 1.0
         if meta[j, PAIRS] >= 2.0:
             e = y
-            for i in range(na):
-                e -= ha[i] * sl_c[j, i]
-        p_slot = _mat(state, off, SLOT_P, na)[j * na:(j + 1) * na]
-        rc = rls_update(sl_c[j], p_slot, ha, y, 1.0, 1e12, a_init, cf[SLOT_P0],
-                        _sec(state, off, AWORK))
+            for b in range(nb):
+                e -= db[b] * sl_c[j, b]
+        p_slot = _mat(state, off, SLOT_P, nb)[j * nb:(j + 1) * nb]
+        rc = rls_update(sl_c[j], p_slot, db, y, 1.0, 1e12, cg, cf[SLOT_P0],
+                        _sec(state, off, YS)[:nb])
         if rc == 0:
             meta[j, PAIRS] += 1.0
     return e
-
-
-@njit(cache=True)
-def _correction_var(p: FloatArray, na: int, nb: int, k: int, r: int, bk: FloatArray,
-                    br: FloatArray) -> float:
-    """What the per-level corrections add to the variance (in units of σ²) of the log time
-    ratio between level ``k`` and level ``r`` (basis rows ``bk``, ``br``), from a slot's
-    flattened covariance ``p`` (na × na, the curve's nb coefficients first): the corrections'
-    own variance Var(d_k − d_r) plus twice their covariance with the curve's part."""
-    ik = nb + k
-    ir = nb + r
-    v = p[ik * na + ik] + p[ir * na + ir] - 2.0 * p[ik * na + ir]
-    for b in range(nb):
-        v += 2.0 * (bk[b] - br[b]) * (p[b * na + ik] - p[b * na + ir])
-    return v
 
 
 @njit(cache=True)
@@ -665,10 +609,9 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
                     flags |= GATED
             sc[T_FIT] = sc[T_PREV] * math.exp(fit)
         if cf[N_SLOTS] > 0:
-            e_slot = _remember(state, off, t_ms, learned, y if learned else 0.0, level)
+            e_slot = _remember(state, off, t_ms, learned, y if learned else 0.0)
             if np.isfinite(e_slot):
                 note_error(sc, e_slot)
-        sc[TLVL_PREV] = level
         for b in range(nb):
             bprev[b] = bnow[b]
         for i in range(nx):
@@ -734,21 +677,15 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
     q = _sec(state, off, QS)
     slot = int(sc[CUR_SLOT])
     u_seen = math.inf  # without slots, no extrapolation is counted
-    na = nb + n
-    sl_c = _mat(state, off, SLOT_C, na)
-    sl_p = _mat(state, off, SLOT_P, na * na)
-    lnow_k = int(sc[TLVL_PREV])  # the level the time now (T_PREV) was measured at
     if slot >= 0:  # this work's own curve, remembered
         u_seen = _mat(state, off, SLOT_META, N_META)[slot, U_SEEN]
-        # as fitted: with the corrections learned beside it, clamping the curve would move
-        # the predictions at the levels run off what was measured there (a knee makes c0 < 0);
-        # physical sense is kept on the predicted curve instead (`monotone_in_clocks`)
+        sl_c = _mat(state, off, SLOT_C, nb)
+        sl_p = _mat(state, off, SLOT_P, nb * nb)
         for b in range(nb):
             coef[b] = sl_c[slot, b]
-            for b2 in range(nb):
-                q[b * nb + b2] = sl_p[slot, b * na + b2]
-        if two:
-            coef[2] = min(max(coef[2], 0.0), 1.5)
+        for i in range(nb * nb):
+            q[i] = sl_p[slot, i]
+        clamp_coefficients(coef, nb, cf[U_MAX])
     else:
         coefficients_now(beta, z, nb, cf[U_MAX], coef)
         _fold(state, off, q)
@@ -759,17 +696,6 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
     sigma2 = (n_err * sc[ERR2] + ERR_PRIOR_PAIRS * cf[SIGMA0] ** 2) / (n_err + ERR_PRIOR_PAIRS)
     t_now = sc[T_PREV]
     lnow = c0 * bnow[0] + c1 * bnow[1] + cm * (bnow[2] if two else 0.0)
-    u_edge = next_below(basis, u_seen) if np.isfinite(u_seen) else math.inf
-    lks = _sec(state, off, SWORK)  # scratch: log time at each level, relative to the top
-    for k in range(n):
-        lks[k] = log_ratio_at(basis[k, 0], c0, c1, u_edge)
-        if two:
-            lks[k] += cm * basis[k, 2]
-        if slot >= 0:
-            lks[k] += sl_c[slot, nb + k]
-    if slot >= 0:
-        monotone_in_clocks(lv, lks)
-        lnow = lks[lnow_k]
     idle = cf[IDLE_W] if np.isfinite(cf[IDLE_W]) else pc[0]
     idle = min(max(idle, 0.0), MAX_POWER_W)
     lvl = level if level >= 0 else int(sc[LVL_NOW])
@@ -780,8 +706,13 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
     else:
         p_ref = max(pc[1], 0.0) * math.exp(-top_rho)
     has_deadline = np.isfinite(deadline_ms) and 0.0 < deadline_ms <= MAX_DEADLINE_MS
+    u_edge = next_below(basis, u_seen) if np.isfinite(u_seen) else math.inf
     for k in range(n):
-        lk = lks[k]
+        lk = log_ratio_at(basis[k, 0], c0, c1, u_edge)
+        if two:
+            lk += cm * basis[k, 2]
+        t = t_now * math.exp(lk - lnow)
+        out[OUT_T, k] = t
         vn = 0.0
         vt = 0.0
         for b in range(nb):
@@ -789,11 +720,6 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
                 qq = q[b * nb + b2]
                 vn += (basis[k, b] - bnow[b]) * qq * (basis[k, b2] - bnow[b2])
                 vt += basis[k, b] * qq * basis[k, b2]
-        if slot >= 0:  # the level's correction: its variance, its covariance with the curve
-            vn += _correction_var(sl_p[slot], na, nb, k, lnow_k, basis[k], bnow)
-            vt += _correction_var(sl_p[slot], na, nb, k, n - 1, basis[k], basis[n - 1])
-        t = t_now * math.exp(lk - lnow)
-        out[OUT_T, k] = t
         ext = FORM_SLOPE * max(basis[k, 0] - u_seen, 0.0)
         out[OUT_SD_NOW, k] = math.sqrt(sigma2 * (1.0 + max(vn, 0.0)) + ext * ext)
         out[OUT_SD_TOP, k] = math.sqrt(sigma2 * (1.0 + max(vt, 0.0)) + ext * ext)
@@ -818,13 +744,11 @@ def _views_ref(state: FloatArray, off: IntArray) -> dict[str, FloatArray]:
     names = ("beta", "beta0", "P", "work", "h", "z", "xscale", "xprev", "bprev", "bnow", "lv",
              "basis", "lrho0", "delta", "scov", "lreff", "pc", "pc0", "pP", "pphi", "pwork",
              "out", "sc", "cf", "res", "chol", "ys", "qs", "slot_sig", "slot_c", "slot_p",
-             "slot_meta", "cg", "swork", "dprior", "ah", "awork", "ainit")
+             "slot_meta", "cg", "swork")
     nz, slots = int(off[HDR_NX]) + 1, (int(off[SLOT_META + 1]) - int(off[SLOT_META])) // N_META
-    na = nb + n
     shapes = {"P": (m, m), "lv": (4, n), "basis": (n, nb), "pP": (2, 2), "out": (N_OUT, n),
               "chol": (m, m), "ys": (m, nb), "scov": (n, n), "slot_sig": (slots, nz),
-              "slot_c": (slots, na), "slot_p": (slots, na * na), "slot_meta": (slots, N_META),
-              "dprior": (n, n)}
+              "slot_c": (slots, nb), "slot_p": (slots, nb * nb), "slot_meta": (slots, N_META)}
     return {name: state[off[i]:off[i + 1]].reshape(shapes.get(name, (-1,)))
             for i, name in enumerate(names)}
 
@@ -837,13 +761,10 @@ def _basis_ref(fc: float, fm: float, lv: FloatArray, u_max: float, nb: int) -> F
     return np.array(b)
 
 
-def _remember_ref(v: dict[str, FloatArray], t_ms: float, learned: bool, y: float,
-                  level: int) -> float:
+def _remember_ref(v: dict[str, FloatArray], t_ms: float, learned: bool, y: float) -> float:
     """NumPy reference of `_remember`."""
     sc, cf, z, bnow = v["sc"], v["cf"], v["z"], v["bnow"]
     nb = bnow.size
-    n = v["dprior"].shape[0]
-    na = nb + n
     sig, sl_c, sl_p, meta = v["slot_sig"], v["slot_c"], v["slot_p"], v["slot_meta"]
     nz = z.size
     w = v["beta"].reshape(nb, nz) @ z
@@ -864,11 +785,8 @@ def _remember_ref(v: dict[str, FloatArray], t_ms: float, learned: bool, y: float
         j = int(np.argmin(meta[:, AGE]))
         zb = np.kron(np.eye(nb), z.reshape(-1, 1))
         q = zb.T @ v["P"] @ zb
-        sl_c[j] = np.concatenate((cg, np.zeros(n)))
-        p_new = np.zeros((na, na))
-        p_new[:nb, :nb] = q + np.eye(nb) * cf[SLOT_P0]
-        p_new[nb:, nb:] = v["dprior"]
-        sl_p[j] = p_new.ravel()
+        sl_c[j] = cg
+        sl_p[j] = (q + np.eye(nb) * cf[SLOT_P0]).ravel()
         sig[j] = np.concatenate(([s0], z[1:]))
         meta[j, PAIRS] = 0.0
         meta[j, U_SEEN] = bnow[0]
@@ -878,16 +796,11 @@ def _remember_ref(v: dict[str, FloatArray], t_ms: float, learned: bool, y: float
     sc[CUR_SLOT] = j
     e = math.nan
     if learned:
-        ha = np.concatenate((v["bprev"], np.zeros(n)))
-        a = int(sc[TLVL_PREV])
-        if a != level:
-            ha[nb + level] += 1.0
-            ha[nb + a] -= 1.0
+        db = v["bprev"]
         if meta[j, PAIRS] >= 2.0:
-            e = ordered_sum(np.concatenate(([y], -(ha * sl_c[j]))))
-        p_slot = sl_p[j].reshape(na, na)
-        rc = rls_update_ref(sl_c[j], p_slot, ha, y, 1.0, 1e12,
-                            np.concatenate((cg, np.zeros(n))), cf[SLOT_P0])
+            e = y - float(db @ sl_c[j])
+        p_slot = sl_p[j].reshape(nb, nb)
+        rc = rls_update_ref(sl_c[j], p_slot, db, y, 1.0, 1e12, cg, cf[SLOT_P0])
         sl_p[j] = p_slot.ravel()
         if rc == 0:
             meta[j, PAIRS] += 1.0
@@ -964,10 +877,9 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
             sc[T_FIT] = sc[T_PREV] * math.exp(fit)
         if cf[N_SLOTS] > 0:
             v["bprev"][:] = db
-            e_slot = _remember_ref(v, t_ms, learned, y if learned else 0.0, level)
+            e_slot = _remember_ref(v, t_ms, learned, y if learned else 0.0)
             if np.isfinite(e_slot):
                 note_error.py_func(sc, e_slot)
-        sc[TLVL_PREV] = level
         v["bprev"][:] = bnow
         v["xprev"][:] = z[1:]
         sc[T_PREV], sc[HAS_PREV], sc[FC_NOW], sc[FM_NOW] = t_ms, 1.0, fc, fm
@@ -1031,28 +943,16 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
         return flags
     nz = nx + 1
     slot = int(sc[CUR_SLOT])
-    n = v["lv"].shape[1]
-    na = nb + n
-    d = np.zeros(n)  # the per-level corrections of log time, their covariances
-    dd = np.zeros((n, n))
-    cd = np.zeros((nb, n))
     if slot >= 0:
-        c = np.array(v["slot_c"][slot][:nb])
-        ps = v["slot_p"][slot].reshape(na, na)
-        q = ps[:nb, :nb]
-        d, dd, cd = v["slot_c"][slot][nb:], ps[nb:, nb:], ps[:nb, nb:]
+        c = np.array(v["slot_c"][slot])
+        q = v["slot_p"][slot].reshape(nb, nb)
     else:
         c = v["beta"].reshape(nb, nz) @ z
         zb = np.kron(np.eye(nb), z.reshape(-1, 1))  # [m, nb]: column b holds z in block b
         q = zb.T @ v["P"] @ zb
-    if slot >= 0:
-        coef = np.array(c)
-    else:
-        c0 = min(max(c[0], 0.0), MAX_SLOPE)
-        c1 = min(max(c[1], -c0 / (2.0 * cf[U_MAX])), (MAX_SLOPE - c0) / (2.0 * cf[U_MAX]))
-        coef = np.array([c0, c1, *c[2:]])
-    if two:
-        coef[2] = min(max(coef[2], 0.0), 1.5)
+    c0 = min(max(c[0], 0.0), MAX_SLOPE)
+    c1 = min(max(c[1], -c0 / (2.0 * cf[U_MAX])), (MAX_SLOPE - c0) / (2.0 * cf[U_MAX]))
+    coef = np.array([c0, c1] + ([min(max(c[2], 0.0), 1.5)] if two else []))
     n_err = min(sc[N_ERR], 1.0 / ERR_WEIGHT)
     sigma = math.sqrt((n_err * sc[ERR2] + ERR_PRIOR_PAIRS * cf[SIGMA0] ** 2)
                       / (n_err + ERR_PRIOR_PAIRS))
@@ -1064,30 +964,14 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
                    for u in basis[:, 0]])
     if two:
         lk = lk + coef[2] * basis[:, 2]
-    r = int(sc[TLVL_PREV])
-    lk = lk + d
-    lnow = float(bnow @ coef)
-    if slot >= 0:
-        for k in range(n - 1, -1, -1):
-            faster = (lv[CORE, k + 1:] >= lv[CORE, k]) & (lv[MEM, k + 1:] >= lv[MEM, k])
-            if faster.any():
-                lk[k] = max(lk[k], float(lk[k + 1:][faster].max()))
-        lnow = float(lk[r])
-    t = t_now * np.exp(lk - lnow)
+    t = t_now * np.exp(lk - float(bnow @ coef))
     dn = basis - bnow
     out[OUT_T] = t
     ext = FORM_SLOPE * np.maximum(basis[:, 0] - u_seen, 0.0)
-    dg = np.diag(dd)
-
-    def corr(r: int, dbeta: FloatArray) -> FloatArray:
-        """Var(d_k − d_r) + 2·Cov(curve, d_k − d_r) for every level k."""
-        return dg + dd[r, r] - 2.0 * dd[:, r] + 2.0 * np.einsum(
-            "kb,bk->k", dbeta, cd - cd[:, r:r + 1])
-
-    vn = np.einsum("kb,bc,kc->k", dn, q, dn) + corr(r, dn)
-    vt = np.einsum("kb,bc,kc->k", basis, q, basis) + corr(n - 1, basis - basis[n - 1])
-    out[OUT_SD_NOW] = np.sqrt(sigma**2 * (1.0 + np.maximum(vn, 0.0)) + ext**2)
-    out[OUT_SD_TOP] = np.sqrt(sigma**2 * (1.0 + np.maximum(vt, 0.0)) + ext**2)
+    out[OUT_SD_NOW] = np.sqrt(sigma**2 * (1.0 + np.maximum(
+        np.einsum("kb,bc,kc->k", dn, q, dn), 0.0)) + ext**2)
+    out[OUT_SD_TOP] = np.sqrt(sigma**2 * (1.0 + np.maximum(
+        np.einsum("kb,bc,kc->k", basis, q, basis), 0.0)) + ext**2)
     idle = cf[IDLE_W] if np.isfinite(cf[IDLE_W]) else v["pc"][0]
     idle = min(max(idle, 0.0), MAX_POWER_W)
     lvl = level if level >= 0 else int(sc[LVL_NOW])

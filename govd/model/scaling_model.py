@@ -31,14 +31,6 @@ SHAPE_Q = 1e-5
 """Variance added to every level's offset per learned pair: the shape may drift (temperature)."""
 SHAPE_NOISE = 0.02**2
 """Variance of one measured log power ratio between two ticks."""
-LEVEL_SD = 1.0
-"""Prior standard deviation, in units of the pair noise σ, of a level's correction of log time
-to a piece of work's smooth curve one `LEVEL_STEP` below the top (`level_prior`): the form
-(quadratic in log clock) cannot bend at a knee, and a correction of the pair noise's size is
-what a few pairs at the level can tell apart. A level never run keeps this spread in its
-published one, so the smooth curve is not trusted there beyond what it has shown."""
-LEVEL_STEP = 0.1
-"""A DVFS step in log clock (10 %), the unit `LEVEL_SD` is given for."""
 SLOT_TOLERANCE = 0.1
 """Difference of log time at the top level within which two ticks are the same remembered
 piece of work (their counters must agree within ``same_work``, which also allows for counters
@@ -85,9 +77,6 @@ class ScalingModel:
         self.lrho0[:] = np.log(STATIC_SHARE + (1.0 - STATIC_SHARE - share_m) * self.lv[s.G]
                                + share_m * self.lv[s.GM])
         self._shape_prior = _smooth_prior(self.lv, two, SHAPE_VAR0)
-        # a slot's covariance is in units of σ² (RLS with λ = 1), as its curve's
-        dprior = level_prior(self.lv, two, LEVEL_SD**2 / LEVEL_STEP)
-        self.state[self.off[s.DPRIOR]:self.off[s.DPRIOR + 1]] = dprior.ravel()
         self._configure(idle_power_w, u_max)
         self.reset()
         self.time_ms: FloatArray = self.out[s.OUT_T]
@@ -293,21 +282,3 @@ def _smooth_prior(lv: FloatArray, two: bool, var0: float) -> FloatArray:
     top = prior[:, -1].copy()
     prior -= np.outer(top, top) / top[-1]
     return prior
-
-
-def level_prior(lv: FloatArray, two: bool, var_per_u: float) -> FloatArray:
-    """Prior covariance of a slot's per-level corrections of log time (in units of σ²): a
-    random walk from the top level as each clock falls, Cov(d_j, d_k) = ``var_per_u`` ·
-    (min(u_j, u_k) + min(u_m,j, u_m,k)), u = log(f_top / f) per clock (the memory clock's with
-    two domains). The ratio to the top is exact at the top and the form's misfit may grow with
-    the distance from it; a correction learned at one level carries to the levels below it (as
-    much as the walk allows) and not to those above it that the work ran. A tiny variance
-    (1e-6 · ``var_per_u``) on every level keeps the matrix positive definite for RLS's checks
-    (the top's own variance is 0)."""
-    logs = [np.log(lv[s.CORE])] + ([np.log(lv[s.MEM])] if two else [])
-    cov = np.zeros((lv.shape[1], lv.shape[1]))
-    for x in logs:
-        u = x.max() - x
-        cov += np.minimum(u[:, None], u[None, :])
-    out: FloatArray = var_per_u * (cov + 1e-6 * np.eye(cov.shape[0]))
-    return out

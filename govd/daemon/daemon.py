@@ -220,9 +220,25 @@ class Daemon:
         for b in built:
             self.runners.append(self._runner(b.device, b.governor, b.settings, len(built)))
         self._watch.start([d.name for d in devices])
+        self._warn_busy_time_under_a_frame_rate()
         names = ", ".join(f"{r.name} ({r.settings.policy})" for r in self.runners)
         log.info("governing %s every %d ms", names, self.config.period_ms)
         self.notifier.ready(f"governing {names}")
+
+    def _warn_busy_time_under_a_frame_rate(self) -> None:
+        """With ``frames.source: busy`` a tick's "frame" is the GPU's busy time in that tick,
+        which has no deadline: a model-driven policy under a frame rate would hold busy time
+        under 1000/fps ms a tick, seldom what was meant. Said once per device at start; the
+        configuration stays valid (a user may want exactly that)."""
+        if self.config.frames.source != "busy":
+            return
+        for runner in self.runners:
+            fps = runner.settings.target.fps
+            if fps is not None and runner.governor.policy.uses_model:
+                log.warning("%s: frames.source busy gives GPU busy time per tick, which has no "
+                            "frame deadline: the %g FPS target keeps busy time under %.1f ms a "
+                            "tick; for compute work set target: max_slowdown",
+                            runner.name, fps, 1000.0 / fps)
 
     def _save_state(self, devices: list[Device]) -> None:
         """Write the state file: each device's state as found, and what a crashed run left."""

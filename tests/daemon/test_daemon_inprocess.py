@@ -200,6 +200,28 @@ def test_busy_source_decisions_follow_busy_time_without_any_frame(short_dir):
     assert daemon.source is None  # no frame source at all: only busy time
 
 
+@pytest.mark.parametrize(("policy", "target", "warned"), [
+    ("energy", {"fps": 60}, True),
+    ("energy", {"max_slowdown": 0.1}, False),
+    ("ondemand", {"fps": 60}, False),  # ignores the target: nothing to say
+])
+def test_busy_time_under_a_frame_rate_is_said_once_at_start(short_dir, caplog, policy, target,
+                                                              warned):
+    """Busy time per tick has no frame deadline: a model-driven policy under a frame rate
+    would hold it under 1000/fps ms a tick, which a careless config means rarely."""
+    root = short_dir / "sys"
+    mali_panfrost(root, governor="userspace", busy_percent=40)
+    caplog.set_level("INFO", logger="govd.daemon")
+    cfg = config(short_dir, policy={"name": policy}, target=target, frames={"source": "busy"})
+    daemon = Daemon(Options(cfg, sysfs_root=root))
+    run_until(daemon, lambda d: d.stats.ticks >= 5, lambda d: None)
+    said = [r for r in caplog.records if "frames.source busy" in r.getMessage()]
+    assert len(said) == (1 if warned else 0)
+    if warned:
+        assert said[0].levelname == "WARNING"
+        assert "16.7 ms a tick" in said[0].getMessage()
+
+
 def test_device_key_is_parsed_and_a_bad_one_rejects_the_line():
     from govd.sources.frame_line import LineRejected, parse_frame_line
 

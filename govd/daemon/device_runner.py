@@ -471,9 +471,10 @@ class DeviceRunner:
         if self._last is None:
             return {}
         reading, actual_ms, predicted_ms = self._last
-        last = {"level_mhz": reading.freq_mhz, "mem_level_mhz": reading.mem_freq_mhz,
-                "busy": reading.busy, "actual_frame_ms": actual_ms,
-                "predicted_frame_ms": predicted_ms}
+        last: dict[str, Any] = {
+            "level_mhz": reading.freq_mhz, "mem_level_mhz": reading.mem_freq_mhz,
+            "busy": reading.busy, "actual_frame_ms": actual_ms, "predicted_frame_ms": predicted_ms,
+        }
         if self._fallback is not _UNSET:
             last["fallback"] = self._fallback
         return last

@@ -5,6 +5,7 @@ trusted (stale, unloadable, other argument types)."""
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def test_a_stale_extension_falls_back_to_the_jit(extension: Path, tmp_path: Path
     assert refused.returncode != 0 and "GOVD_KERNELS=aot: the compiled kernels" in refused.stderr
 
 
-@pytest.mark.parametrize("damage", ["garbage", "no table", "truncated"])
+@pytest.mark.parametrize("damage", ["garbage", "no table", "truncated", "table edited"])
 def test_an_unloadable_extension_falls_back_to_the_jit(extension: Path, tmp_path: Path,
                                                        damage: str) -> None:
     root = _package_copy(tmp_path, extension)
@@ -109,11 +110,35 @@ def test_an_unloadable_extension_falls_back_to_the_jit(extension: Path, tmp_path
         copied.write_bytes(b"\x7fELF not really")
     elif damage == "no table":
         copied.with_name(extension.name.split(".")[0] + ".json").unlink()
+    elif damage == "table edited":  # the checksum covers the extension, not its table
+        table_path = copied.with_name(extension.name.split(".")[0] + ".json")
+        table = json.loads(table_path.read_text())
+        for specs in table["kernels"].values():
+            for spec in specs:
+                if spec is not None:
+                    spec["dtype"] = "object"
+        table_path.write_text(json.dumps(table))
     else:
         copied.write_bytes(copied.read_bytes()[:4096])
     reason, problem, numba, times = ast.literal_eval(
         python(_TICK, pythonpath=root, cwd=tmp_path).stdout.splitlines()[-1])
     assert "cannot load" in reason and problem and numba
+    assert times == ast.literal_eval(python(_TICK, mode="jit").stdout.splitlines()[-1])[3]
+
+
+def test_a_table_that_does_not_match_a_kernels_arguments_leaves_that_kernel_to_the_jit(
+        extension: Path, tmp_path: Path) -> None:
+    """One spec short, the guard would let an argument reach compiled code unchecked: that
+    kernel goes to numba's JIT instead, with the same results."""
+    root = _package_copy(tmp_path, extension)
+    copied = root / "govd" / "model" / extension.name
+    table_path = copied.with_name(extension.name.split(".")[0] + ".json")
+    table = json.loads(table_path.read_text())
+    table["kernels"]["govd_model_tick__model_tick"].pop()
+    table_path.write_text(json.dumps(table))
+    reason, _, numba, times = ast.literal_eval(
+        python(_TICK, pythonpath=root, cwd=tmp_path).stdout.splitlines()[-1])
+    assert reason.startswith("compiled ahead of time") and numba
     assert times == ast.literal_eval(python(_TICK, mode="jit").stdout.splitlines()[-1])[3]
 
 

@@ -105,10 +105,16 @@ def _read_table(table_path: Path, extension: Path) -> dict[str, list[ArraySpec |
     table = json.loads(table_path.read_text())
     if table.get("sha256") != file_digest(extension):
         raise ValueError("its checksum does not match the table beside it (damaged)")
-    return {symbol: [None if a is None else ArraySpec(str(a["dtype"]), int(a["ndim"]),
-                                                       bool(a["contiguous"]), bool(a["writable"]))
-                     for a in args]
-            for symbol, args in table["kernels"].items()}
+    arrays = {symbol: [None if a is None else ArraySpec(str(a["dtype"]), int(a["ndim"]),
+                                                         bool(a["contiguous"]),
+                                                         bool(a["writable"]))
+                       for a in args]
+              for symbol, args in table["kernels"].items()}
+    for symbol, specs in arrays.items():  # the checksum covers the extension, not the table
+        for spec in specs:
+            if spec is not None and (np.dtype(spec.dtype).kind not in "biuf" or spec.ndim < 1):
+                raise ValueError(f"{symbol}: no array type a kernel takes: {spec}")
+    return arrays
 
 
 def guarded(compiled: Callable[..., Any], arrays: list[ArraySpec | None],
@@ -244,7 +250,9 @@ def njit(*args: Any, **options: Any) -> Any:
         symbol = export_name(func.__module__, func.__name__)
         with _lock:
             _modules.add(func.__module__)
-            if _extension is not None and symbol in _extension.arrays:
+            arity = func.__code__.co_argcount
+            if (_extension is not None and symbol in _extension.arrays
+                    and len(_extension.arrays[symbol]) == arity):
                 kernel.compiled = getattr(_extension.module, symbol)
                 kernel.given = guarded(kernel.compiled, _extension.arrays[symbol],
                                        LazyKernel(kernel))

@@ -189,9 +189,9 @@ class Governor:
 
     def step(self, sample: Sample) -> Decision:
         """Learn from the tick, predict every level, let the policy choose the next one."""
-        # Run once per device every 50 ms, each time with cold caches: the helpers that were
-        # called once per tick (nearest level, error tracking, late share) are written out
-        # here, and what does not change is looked up at construction (`_with_mem_freq`).
+        # Run once per device every 50 ms, each time with cold caches: the one-line helpers
+        # that were called once per tick (error tracking, late share) are written out here,
+        # and what does not change is looked up at construction (`_with_mem_freq`).
         busy = sample.busy
         frame_time_ms = sample.frame_time_ms
         frame_count = sample.frame_count
@@ -221,18 +221,9 @@ class Governor:
         if self.seeder is not None:
             self._seed_from_prior(flags, sample)
         mem_levels = self.mem_levels_mhz
-        freq_mhz = sample.freq_mhz
         levels = self._levels
         lo, hi = self.lo, self.hi
-        if mem_levels is not None:
-            current = nearest_pair(self.levels_mhz, mem_levels, freq_mhz, sample.mem_freq_mhz, hi)
-        elif not math.isfinite(freq_mhz):
-            current = hi
-        else:  # `nearest_level`, one clock domain
-            current = bisect_left(levels, freq_mhz)
-            if current == len(levels) or (
-                    current and levels[current] - freq_mhz >= freq_mhz - levels[current - 1]):
-                current -= 1  # the level below is nearer (or as near)
+        current = self.nearest_level(sample.freq_mhz, sample.mem_freq_mhz)
         # `_track_error`: last tick's prediction for the level that then ran, against this
         # tick's frames.
         expected_ms = self._expected_ms

@@ -23,9 +23,10 @@ phase's mean curves, known in time), `causal` (the same one unit late; its viola
 reported too: where the work changes every few units it exceeds the budget at any margin),
 `hedged` (one unit late, only levels few phases miss at: what a causal policy can reach inside
 the budget) and `static` (one level for every unit, the least energy inside the budget: what a
-policy that knows the table's mix of work but never which work runs can reach). `true_curves` is the `energy` policy replayed on each phase's true mean curves
-(one unit late, `govd.eval.truth`): where it is no nearer the hedged reference than `energy`
-itself, the gap lies in the policy's rules, not in the model. `mean_curve_kendall_tau` is the
+policy that knows the table's mix of work but never which work runs can reach).
+`true_curves` is the `energy` policy replayed on each phase's true mean curves (one unit late,
+`govd.eval.truth`): where it is no nearer the hedged reference than `energy` itself, the gap
+lies in the policy's rules, not in the model. `mean_curve_kendall_tau` is the
 Kendall tau that each phase's true mean energy curve, one unit late, scores as the model's
 predictions are scored: a bound on the tau target where levels tie within the per-unit noise.
 Every figure comes from `govd.eval.evaluate`, the code `govd eval` runs; nothing here is tuned

@@ -18,13 +18,15 @@ Tables (each skipped with a message where its data folder is absent):
 - `gtx1080ti-pairs`, `rtx2070s-pairs` (`data/hkbu`), and their `-core` slices (memory clock
   at its highest, the core clock governed alone).
 
-Beside the oracle each row carries three references (`govd.eval.reference`): `safe` (each
+Beside the oracle each row carries four references (`govd.eval.reference`): `safe` (each
 phase's mean curves, known in time), `causal` (the same one unit late; its violation rate is
-reported too: where the work changes every few units it exceeds the budget at any margin) and
+reported too: where the work changes every few units it exceeds the budget at any margin),
 `hedged` (one unit late, only levels few phases miss at: what a causal policy can reach inside
-the budget). `true_curves` is the `energy` policy replayed on each phase's true mean curves
-(one unit late, `govd.eval.truth`): where it is no nearer the hedged reference than `energy`
-itself, the gap lies in the policy's rules, not in the model. `mean_curve_kendall_tau` is the
+the budget) and `static` (one level for every unit, the least energy inside the budget: what a
+policy that knows the table's mix of work but never which work runs can reach).
+`true_curves` is the `energy` policy replayed on each phase's true mean curves (one unit late,
+`govd.eval.truth`): where it is no nearer the hedged reference than `energy` itself, the gap
+lies in the policy's rules, not in the model. `mean_curve_kendall_tau` is the
 Kendall tau that each phase's true mean energy curve, one unit late, scores as the model's
 predictions are scored: a bound on the tau target where levels tie within the per-unit noise.
 Every figure comes from `govd.eval.evaluate`, the code `govd eval` runs; nothing here is tuned
@@ -52,6 +54,7 @@ from govd.eval.reference import (  # noqa: E402
     hedged_reference_levels,
     mean_curve_kendall_tau,
     safe_reference_levels,
+    static_reference_level,
 )
 from govd.eval.score import unit_energy_mj, violations  # noqa: E402
 from govd.eval.truth import TrueCurves  # noqa: E402
@@ -147,6 +150,7 @@ def summarise(results: list, slowdown: float, true_curves: list | None = None
             safe, margin = safe_reference_levels(sweep, target, idle_w)
             causal, _ = safe_reference_levels(sweep, target, idle_w, lag=1)
             hedged, share = hedged_reference_levels(sweep, target, idle_w)
+            static = static_reference_level(sweep, target, idle_w)
             energy = unit_energy_mj(sweep, target, idle_w)
             missed = violations(sweep, target)
             units = np.arange(sweep.units)
@@ -159,6 +163,10 @@ def summarise(results: list, slowdown: float, true_curves: list | None = None
                 / (sc.oracle_energy_j * 1e3),
                 "hedged_reference_violation_rate": float(missed[units, hedged].mean()),
                 "hedged_reference_share": share,
+                "static_reference_vs_oracle": float(energy[:, static].sum())
+                / (sc.oracle_energy_j * 1e3),
+                "static_reference_violation_rate": float(missed[:, static].mean()),
+                "static_reference_level": static,
                 "safe_reference_vs_oracle": float(energy[units, safe].sum())
                 / (sc.oracle_energy_j * 1e3),
                 "safe_reference_margin": margin,
@@ -256,7 +264,7 @@ def main() -> int:
         print(f"{'table':<18}{'units':>7}{'E/orc':>7}{'E/ref':>7}{'ref/orc':>8}{'viol':>7}"
               f"{'orc v':>7}{'tau':>6}{'str/h':>7}{'perf':>7}{'ondem':>7}{'od v':>7}"
               f"{'safe':>7}{'causal':>7}{'cs v':>7}{'hedged':>7}{'true c':>7}{'tc v':>7}"
-              f"{'tau mc':>7}")
+              f"{'tau mc':>7}{'static':>7}")
         for table, r in rows.items():
             print(f"{table:<18}{r['units']:>7}{r['energy_ratio']:>7.3f}"
                   f"{r['energy_vs_reference'] or math.nan:>7.3f}"
@@ -270,7 +278,8 @@ def main() -> int:
                   f"{r['hedged_reference_vs_oracle']:>7.3f}"
                   f"{r.get('true_curves_vs_oracle', math.nan):>7.3f}"
                   f"{r.get('true_curves_violation_rate', math.nan):>7.3f}"
-                  f"{r['mean_curve_kendall_tau']:>7.2f}")
+                  f"{r['mean_curve_kendall_tau']:>7.2f}"
+                  f"{r['static_reference_vs_oracle']:>7.3f}")
     write_report(args.out, report, started)
     return 0
 

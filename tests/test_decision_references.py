@@ -10,6 +10,7 @@ from govd.eval.reference import (
     mean_curve_levels,
     phase_starts,
     safe_reference_levels,
+    static_reference_level,
 )
 from govd.eval.score import violations
 from govd.formats.sweep import SweepTable
@@ -106,3 +107,23 @@ def test_mean_curve_tau_is_one_without_noise_and_falls_where_levels_tie_within_t
     tied.power_w = 100.0 * tied.time_ms[:, -1:] / tied.time_ms * rng.lognormal(
         0.0, 0.01, tied.time_ms.shape)
     assert abs(mean_curve_kendall_tau(tied, target, 0.0, lag=0)) < 0.3
+
+
+def test_static_reference_runs_one_level_for_the_whole_mix_inside_the_budget() -> None:
+    """Half the units compute-bound (1.22x slower one level down): no level below the top
+    keeps them inside a 10 % slowdown, so the one level for the whole mix is the top, where
+    the hedged reference, which tells the phases apart, saves on the memory-bound half."""
+    target = Target(max_slowdown=0.1)
+    mixed = two_phase_table(noise=0.005)
+    top = len(LEVELS) - 1
+    assert static_reference_level(mixed, target, 0.0) == top
+    units = np.arange(mixed.units)
+    hedged, _ = hedged_reference_levels(mixed, target, 0.0)
+    assert (hedged < top).any()
+    # memory-bound work alone: every level is inside the limit and the lowest costs least
+    memory = two_phase_table(noise=0.005, phase_units=mixed.units)
+    level = static_reference_level(memory, target, 0.0)
+    assert level == 0
+    missed = violations(memory, target)
+    budget = missed[units, oracle_levels(memory, target, 0.0)].mean() + 0.01
+    assert missed[:, level].mean() <= budget

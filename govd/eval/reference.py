@@ -147,6 +147,27 @@ def hedged_reference_levels(sweep: SweepTable, target: Target, idle_power_w: flo
     return best, best_q
 
 
+def static_reference_level(sweep: SweepTable, target: Target, idle_power_w: float,
+                           excess: float = 0.01) -> int:
+    """The one level that runs every unit with the least energy inside the violation budget
+    (the oracle's rate plus ``excess``; the highest level when none is): what a policy that
+    knows the mix of work a table holds, but never which work runs, can reach. Where it sits
+    near the hedged reference, telling the work apart buys little; where it sits near
+    `performance` and the hedged reference far below, the saving is in recognising each
+    work, and a policy that cannot see the work (no counters, equal times at the top level)
+    cannot reach it."""
+    from govd.eval.score import unit_energy_mj, violations  # scoring sits above
+
+    missed = violations(sweep, target)
+    units = np.arange(sweep.units)
+    budget = float(missed[units, oracle_levels(sweep, target, idle_power_w)].mean()) + excess
+    energy = unit_energy_mj(sweep, target, idle_power_w).sum(axis=0)
+    top = sweep.levels_mhz.size - 1
+    inside = missed.mean(axis=0) <= budget
+    inside[top] = True
+    return int(np.argmin(np.where(inside, energy, np.inf)))
+
+
 def mean_curve_kendall_tau(sweep: SweepTable, target: Target, idle_power_w: float,
                            lag: int = 1, stride: int = 16) -> float:
     """Kendall τ-b of each phase's mean energy curve against the energies of the unit

@@ -23,7 +23,9 @@ How rows become frames:
   many frame times (ratio ≈ 24 at 240 FPS and 100 ms). A row whose ``Δelapsed / frametime`` is
   below `SAMPLED_RATIO` is one frame; above it the row stands for the frames presented in
   ``Δelapsed`` (``Δelapsed · fps``, or ``Δelapsed / frametime`` without an ``fps`` column), so a
-  sampled log never counts its samples as frames.
+  sampled log never counts its samples as frames. A ``Δelapsed`` over `MAX_FRAME_MS` is a pause,
+  one frame; frame times under `MIN_FRAME_MS` and ``fps`` over its inverse are garbage, so a row
+  never stands for more than ``MAX_FRAME_MS / MIN_FRAME_MS`` frames.
 
 Robustness: a partial last line waits for its newline; a row with the wrong number of fields or an
 unusable frame time is skipped and counted; a log replaced (new inode) or truncated is read again
@@ -45,7 +47,12 @@ from typing import BinaryIO
 from govd.sources.base import Frame
 
 MAX_FRAME_MS = 10_000.0
-"""Longest frame time accepted. Units: ms."""
+"""Longest frame time accepted, and the longest gap between two rows that stands for frames
+(a longer one is a pause: the game stopped, its clock jumped). Units: ms."""
+MIN_FRAME_MS = 0.01
+"""Shortest frame time accepted: 100 000 presents a second is beyond any display path, even an
+uncapped glxgears; shorter is garbage, and would make a sampled row stand for frames without
+bound. ``fps`` above its inverse is unusable. Units: ms."""
 MAX_LINE_BYTES = 65536
 """A line longer than this without a newline is garbage and is dropped."""
 SAMPLED_RATIO = 1.5
@@ -216,9 +223,11 @@ class MangoHudLog:
             return None
         values = dict(zip(self._columns, fields, strict=True))
         fps = _number(values.get("fps"))
+        if fps is not None and not 0 < fps <= 1000.0 / MIN_FRAME_MS:
+            fps = None  # garbage (1e308 would make a sampled row stand for infinite frames)
         frametime = _number(values.get("frametime"))
         if frametime is None:
-            if "frametime" in values or fps is None or fps <= 0:
+            if "frametime" in values or fps is None:
                 return None
             frame_ms = 1000.0 / fps
         else:
@@ -227,7 +236,7 @@ class MangoHudLog:
             if self._scale_to_ms is None:
                 self._scale_to_ms = _scale_to_ms(frametime, fps)
             frame_ms = frametime * self._scale_to_ms
-        if not (0 < frame_ms <= MAX_FRAME_MS):
+        if not (MIN_FRAME_MS <= frame_ms <= MAX_FRAME_MS):
             return None
         return Frame(gpu_time_ms=frame_ms, app=self.app,
                      count=self._frames_in_row(_number(values.get("elapsed")), frame_ms, fps))
@@ -243,10 +252,13 @@ class MangoHudLog:
         if previous is None or elapsed_ns <= previous:
             return 1.0
         gap_ms = (elapsed_ns - previous) / 1e6
-        if gap_ms / frame_ms < SAMPLED_RATIO:
+        # A gap longer than any frame or sample interval is a pause (or a clock that leapt):
+        # the frames in it, if any, are not this row's. Bounded so, with frame_ms and fps
+        # bounded by MIN_FRAME_MS, a row stands for at most MAX_FRAME_MS / MIN_FRAME_MS frames.
+        if gap_ms / frame_ms < SAMPLED_RATIO or gap_ms > MAX_FRAME_MS:
             return 1.0
         self.sampled = True
-        return gap_ms * fps / 1000.0 if fps is not None and fps > 0 else gap_ms / frame_ms
+        return gap_ms * fps / 1000.0 if fps is not None else gap_ms / frame_ms
 
     @property
     def writes_at_stop(self) -> bool:

@@ -1,0 +1,51 @@
+"""MangoHud logs written to hurt: elapsed times that jump by years, absurd fps columns, links to
+files govd must not read, lines of megabytes. Each costs a counted bad row at most; the daemon
+keeps ticking."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from govd.sources.mangohud import MangoHudSource
+from govd.sources.mangohud_log import MAX_FRAME_MS, MIN_FRAME_MS
+from tests.sources.test_mangohud_source import PREAMBLE, append
+from tests.sources.test_source_plugs import PERIOD_S, runner_on
+
+HEADER = "fps,frametime,elapsed\n"
+NAME = "game_2024-01-02_03-04-05.csv"
+
+
+def following(folder: Path, head: str = PREAMBLE + HEADER + "60,16.6,0\n") -> tuple[
+        MangoHudSource, Path]:
+    path = folder / NAME
+    path.write_text(head)
+    src = MangoHudSource(folder, rescan_s=0)
+    assert src.drain() == []
+    return src, path
+
+
+def test_row_after_a_huge_elapsed_jump_or_with_an_absurd_fps_stands_for_bounded_frames(
+        tmp_path: Path) -> None:
+    src, path = following(tmp_path)
+    append(path, "60,16.6,16600000\n"                    # one frame later
+                 "60,16.6,9000000000000000000\n"         # elapsed leaps ~285 years
+                 "1e308,16.6,9000000000002000000\n"      # 2 s later, fps at the float's top
+                 "60,16.6,9000000000003000000\n")
+    frames = src.drain()
+    assert len(frames) == 4
+    longest_gap_ms = MAX_FRAME_MS
+    for frame in frames:
+        assert math.isfinite(frame.count) and 1 <= frame.count <= longest_gap_ms / MIN_FRAME_MS
+    assert frames[1].count == 1.0  # a leap beyond any sample interval is a pause, not frames
+    # What the daemon does with them: one tick, the frames it journals are bounded too.
+    record = runner_on(tmp_path / "dev", 50).tick(0.0, PERIOD_S, frames)
+    assert record is not None and len(record.frame_times_ms) <= sum(f.count for f in frames) + 1
+
+
+def test_frame_time_under_the_shortest_present_is_a_bad_row(tmp_path: Path) -> None:
+    src, path = following(tmp_path)
+    append(path, "60,1e-300,20000000\n60,16.6,36600000\n")
+    frames = src.drain()
+    assert [f.gpu_time_ms for f in frames] == [16.6]
+    assert src.stats()["bad_rows"] == 1

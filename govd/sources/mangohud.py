@@ -51,8 +51,10 @@ still be live (MangoHud's start, govd's own delay). Units: s."""
 SETUP_HINT = "see the README, 'Frames from games (MangoHud)'"
 
 
-def list_logs(folder: Path) -> dict[Path, tuple[int, int]]:
+def list_logs(folder: Path, links: list[Path] | None = None) -> dict[Path, tuple[int, int]]:
     """MangoHud logs in ``folder`` (``*_summary.csv`` excluded) → (inode, size in bytes).
+    Symbolic links are not logs (whoever writes the folder could point govd, which runs as root,
+    at any file): they are left out, and added to ``links`` when given.
     Raises OSError when the folder cannot be listed."""
     found: dict[Path, tuple[int, int]] = {}
     with os.scandir(folder) as entries:
@@ -60,7 +62,10 @@ def list_logs(folder: Path) -> dict[Path, tuple[int, int]]:
             if not entry.name.endswith(".csv") or entry.name.endswith("_summary.csv"):
                 continue
             try:
-                if entry.is_file():
+                if entry.is_symlink():
+                    if links is not None:
+                        links.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
                     st = entry.stat()
                     found[Path(entry.path)] = (st.st_ino, st.st_size)
             except OSError:
@@ -131,11 +136,15 @@ class MangoHudSource(FrameSource):
 
     # -- the folder ------------------------------------------------------------------------------
     def _scan(self, now_s: float) -> None:
+        links: list[Path] = []
         try:
-            found = list_logs(self.folder)
+            found = list_logs(self.folder, links)
         except OSError as exc:
             self._folder_failed(exc)
             return
+        for link in links:
+            self._report(f"{link}: a symbolic link, not followed: govd reads only regular files "
+                         "in the MangoHud folder")
         if self._folder_problem is not None:
             log.info("MangoHud folder %s can be read again", self.folder)
             self._folder_problem = None

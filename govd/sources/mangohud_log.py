@@ -127,7 +127,7 @@ class MangoHudLog:
     def _opened(self) -> BinaryIO | None:
         """The open file, reopened (or read again from the start when replaced or truncated)."""
         try:
-            on_disk = os.stat(self.path)
+            on_disk = os.lstat(self.path)
         except OSError:
             return self._file  # removed: read what is left in the open file
         if self._inode is not None and on_disk.st_ino != self._inode:
@@ -272,8 +272,9 @@ class MangoHudLog:
 def _open_regular(path: Path) -> BinaryIO:
     """``path`` opened for reading; OSError unless it is a regular file. Opened non-blocking and
     checked after opening: a FIFO put in the log's place would otherwise block `read` until
-    someone writes to it."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    someone writes to it. A symbolic link is refused (ELOOP): whoever writes the folder could
+    point govd, which runs as root, at any file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError("not a regular file")

@@ -49,3 +49,28 @@ def test_frame_time_under_the_shortest_present_is_a_bad_row(tmp_path: Path) -> N
     frames = src.drain()
     assert [f.gpu_time_ms for f in frames] == [16.6]
     assert src.stats()["bad_rows"] == 1
+
+
+def test_link_in_the_folder_is_not_followed_and_said_once(tmp_path: Path, caplog) -> None:
+    folder, secret = tmp_path / "logs", tmp_path / "root-only.csv"
+    folder.mkdir()
+    # Whoever may write MangoHud's folder must not make govd (root) read another file for them.
+    secret.write_text(PREAMBLE + HEADER + "60,16.6,0\n")
+    src = MangoHudSource(folder, rescan_s=0)
+    assert src.drain() == []
+    (folder / NAME).symlink_to(secret)
+    append(secret, "60,16.6,16600000\n60,16.6,33200000\n")
+    assert src.drain() == [] and src.drain() == []
+    said = [r.getMessage() for r in caplog.records if NAME in r.getMessage()]
+    assert len(said) == 1 and "link" in said[0] and "\n" not in said[0]
+
+
+def test_followed_log_replaced_by_a_link_gives_nothing_from_its_target(tmp_path: Path) -> None:
+    src, path = following(tmp_path)
+    secret = tmp_path.parent / f"{tmp_path.name}-secret.csv"
+    secret.write_text(PREAMBLE + HEADER + "60,16.6,0\n60,16.6,16600000\n")
+    path.unlink()
+    path.symlink_to(secret)
+    assert src.drain() == []
+    append(secret, "60,16.6,33200000\n")
+    assert src.drain() == []

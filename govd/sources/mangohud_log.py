@@ -101,6 +101,8 @@ class MangoHudLog:
         self._offset = 0
         self._skip_to = skip_to
         self._partial = b""
+        self._dropping = False
+        """Inside a line longer than `MAX_LINE_BYTES`: bytes up to its newline are dropped."""
         self._columns: list[str] | None = None
         self._usable = True
         self._after_os_line = False
@@ -159,12 +161,16 @@ class MangoHudLog:
         except OSError as exc:
             self._report(f"{self.path}: read failed: {exc.strerror}")
             return []
-        lines = (self._partial + chunk).split(b"\n")
-        self._partial = lines.pop()  # incomplete until its newline arrives
-        if len(self._partial) > MAX_LINE_BYTES:
-            self.counts["bad_rows"] += 1
-            self._offset += len(self._partial)
+        data = self._partial + chunk
+        if self._dropping:  # the rest of an overlong line: its tail is no row either
+            end = data.find(b"\n")
+            self._offset += len(data) if end < 0 else end + 1
             self._partial = b""
+            if end < 0:
+                return []
+            data, self._dropping = data[end + 1:], False
+        lines = data.split(b"\n")
+        self._partial = lines.pop()  # incomplete until its newline arrives
         frames: list[Frame] = []
         for raw in lines:
             self._offset += len(raw) + 1
@@ -174,6 +180,12 @@ class MangoHudLog:
             frame = self._line(raw.rstrip(b"\r").decode("utf-8", "replace").strip())
             if frame is not None:
                 frames.append(frame)
+        # After the complete lines: `_offset` must count them before the dropped bytes.
+        if len(self._partial) > MAX_LINE_BYTES:
+            self.counts["bad_rows"] += 1
+            self._offset += len(self._partial)
+            self._partial = b""
+            self._dropping = True
         return frames
 
     def _line(self, text: str) -> Frame | None:

@@ -74,3 +74,12 @@ def test_followed_log_replaced_by_a_link_gives_nothing_from_its_target(tmp_path:
     assert src.drain() == []
     append(secret, "60,16.6,33200000\n")
     assert src.drain() == []
+
+
+def test_line_of_megabytes_is_dropped_whole_not_its_tail_taken_for_a_row(tmp_path: Path) -> None:
+    src, path = following(tmp_path)
+    # Longer than one read: its tail arrives alone, and looks like a row.
+    append(path, "x" * 3_000_000 + ",16.6,20000000\n" + "60,8.0,36600000\n")
+    frames = [f for _ in range(5) for f in src.drain()]
+    assert [f.gpu_time_ms for f in frames] == [8.0]
+    assert src.stats()["bad_rows"] == 1

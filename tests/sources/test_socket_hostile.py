@@ -3,9 +3,23 @@ change, and bad input said in the journal, once in a while, never once per datag
 
 from __future__ import annotations
 
+import logging
+import os
+from pathlib import Path
+
 import pytest
 
 from govd.sources.frame_line import LineRejected, parse_frame_line
+from govd.sources.socket import WARN_EVERY_S
+from tests.sources import test_socket_source as over_a_socket
+from tests.sources.test_socket_source import Clock, make, send
+
+sock_dir = over_a_socket.sock_dir  # the fixture: a folder short enough for AF_UNIX paths
+
+
+@pytest.fixture(autouse=True)
+def _warnings(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="govd.sources.socket")
 
 
 @pytest.mark.parametrize("raw", [b"F 4e-324", b"F 1e-310", b"F 0." + b"0" * 320 + b"1",
@@ -15,3 +29,53 @@ def test_time_too_short_to_be_a_frame_is_rejected_not_made_zero_ms(raw: bytes) -
     with pytest.raises(LineRejected) as exc:
         parse_frame_line(raw)
     assert exc.value.reason == "too_small"
+
+
+def _said(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "govd.sources.socket"]
+
+
+def test_sender_off_the_allow_list_is_said_once_a_while_not_once_a_datagram(
+        sock_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    src = make(sock_dir, allow_uids=[os.getuid() + 1], clock=clock)
+    for _ in range(5):
+        send(sock_dir / "frames.sock", *[b"F 1000\n"] * 8)
+        assert src.drain() == []
+    said = _said(caplog)
+    assert len(said) == 1 and "\n" not in said[0]
+    assert f"uid {os.getuid()}" in said[0] and f"pid {os.getpid()}" in said[0]
+    assert "allow_uids" in said[0]
+    clock.now_s += WARN_EVERY_S + 1
+    send(sock_dir / "frames.sock", b"F 1000\n")
+    src.drain()
+    said = _said(caplog)
+    assert len(said) == 2 and "40 " in said[1]  # the 39 kept quiet and this one
+    src.close()
+
+
+def test_bad_lines_are_said_once_a_while_per_reason_and_good_ones_flow(
+        sock_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    src = make(sock_dir, rate_fps=0)
+    frames = []
+    for _ in range(20):
+        send(sock_dir / "frames.sock", b"F nan\nF 1000\n\xff\xfe\nF 2000 app=\n")
+        frames += src.drain()
+    assert len(frames) == 20
+    said = _said(caplog)
+    assert len(said) == 3 and all("\n" not in line for line in said)
+    assert {"not_finite", "encoding", "bad_app"} == {
+        reason for reason in ("not_finite", "encoding", "bad_app") for line in said
+        if reason in line}
+    src.close()
+
+
+def test_flooding_sender_is_said_once_a_while(sock_dir: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    src = make(sock_dir, rate_fps=10.0, burst=3.0, clock=Clock())
+    for _ in range(10):
+        send(sock_dir / "frames.sock", b"F 1000\n" * 50)
+        src.drain()
+    said = _said(caplog)
+    assert len(said) == 1 and "rate" in said[0]
+    src.close()

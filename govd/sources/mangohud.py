@@ -17,7 +17,9 @@ lasts, a counter in `stats`):
   appears holding rows that span more time than passed since the folder was last listed without
   it (`WHOLE_SLACK_S` allowed), is reported and all its rows are dropped as ``stale_rows`` (they
   are not this tick's frames; the real 0.6.8 takes several drains to write one out);
-- sampled logs (``log_interval`` ≠ 0): each row counts for the frames it stands for (`Frame.count`).
+- sampled logs (``log_interval`` ≠ 0): each row counts for the frames it stands for (`Frame.count`);
+- whoever writes the folder is not trusted: links are not followed, and thousands of growing logs
+  cost a bounded number of open files (`MAX_OPEN_LOGS`) and reads per drain (`MAX_LOGS_PER_DRAIN`).
 
 `live` says whether a log delivered frames lately; while none does the daemon falls back to busy
 time.
@@ -48,6 +50,12 @@ IDLE_CLOSE_S = 30.0
 WHOLE_SLACK_S = 0.5
 """How much more than the time since the folder was last listed a new log's rows may span and
 still be live (MangoHud's start, govd's own delay). Units: s."""
+MAX_OPEN_LOGS = 32
+"""Logs kept open between drains; past that each is closed after its read (and reopened at its
+offset): whoever writes the folder must not exhaust govd's open-files limit."""
+MAX_LOGS_PER_DRAIN = 64
+"""Logs read per drain; the others wait their turn (round robin), so thousands of growing logs
+cost a tick a bounded time."""
 SETUP_HINT = "see the README, 'Frames from games (MangoHud)'"
 
 
@@ -106,6 +114,8 @@ class MangoHudSource(FrameSource):
         self._counts: Counter[str] = Counter()
         self._frames_by_app: dict[str, float] = {}
         self._last_frame_s = -math.inf
+        self._turn = 0
+        """Where the next drain starts in the active logs when it cannot read them all."""
         self._folder_problem: str | None = None
         self._reported: set[str] = set()
         self.errors: list[str] = []
@@ -179,7 +189,13 @@ class MangoHudSource(FrameSource):
             self._next_scan_s = now_s + self.rescan_s
             self._scan(now_s)
         frames: list[Frame] = []
-        for path in list(self._active):
+        active = list(self._active)
+        if len(active) > MAX_LOGS_PER_DRAIN:  # round robin: each log gets its turn
+            start = self._turn % len(active)
+            active = (active[start:] + active[:start])[:MAX_LOGS_PER_DRAIN]
+            self._turn = start + MAX_LOGS_PER_DRAIN
+        keep_open = len(self._active) <= MAX_OPEN_LOGS
+        for path in active:
             mango = self._logs[path]
             before = mango.offset
             got = mango.read(self.max_read_bytes)
@@ -193,6 +209,8 @@ class MangoHudSource(FrameSource):
             elif now_s - self._active[path] > IDLE_CLOSE_S:
                 mango.close()
                 del self._active[path]
+            if not keep_open:
+                mango.close()
             frames.extend(got)
         for frame in frames:
             self._frames_by_app[frame.app] = self._frames_by_app.get(frame.app, 0.0) + frame.count

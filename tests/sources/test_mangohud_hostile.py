@@ -5,9 +5,10 @@ keeps ticking."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
-from govd.sources.mangohud import MangoHudSource
+from govd.sources.mangohud import MAX_LOGS_PER_DRAIN, MAX_OPEN_LOGS, MangoHudSource
 from govd.sources.mangohud_log import MAX_FRAME_MS, MIN_FRAME_MS
 from tests.sources.test_mangohud_source import PREAMBLE, append
 from tests.sources.test_source_plugs import PERIOD_S, runner_on
@@ -83,3 +84,28 @@ def test_line_of_megabytes_is_dropped_whole_not_its_tail_taken_for_a_row(tmp_pat
     frames = [f for _ in range(5) for f in src.drain()]
     assert [f.gpu_time_ms for f in frames] == [8.0]
     assert src.stats()["bad_rows"] == 1
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_thousands_of_growing_logs_hold_few_files_open_and_each_row_comes_once(
+        tmp_path: Path) -> None:
+    # Whoever may write the folder could make govd hold a descriptor per log until it hits its
+    # open-files limit (1024 under systemd), and then fail to open the GPU's own sysfs files.
+    src = MangoHudSource(tmp_path, rescan_s=0)
+    assert src.drain() == []
+    logs = 3 * MAX_OPEN_LOGS
+    for i in range(logs):
+        (tmp_path / f"p{i}_2024-01-02_03-04-05.csv").write_text(
+            PREAMBLE + HEADER + "60,16.6,0\n")
+    before = _open_fds()
+    got = []
+    for _ in range(logs):
+        frames = src.drain()
+        assert _open_fds() - before <= MAX_OPEN_LOGS
+        assert len({f.app for f in frames}) <= MAX_LOGS_PER_DRAIN
+        got += frames
+    assert sorted(f.app for f in got) == sorted(f"p{i}" for i in range(logs))
+    src.close()

@@ -31,7 +31,7 @@ import logging
 import math
 import os
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,13 @@ offset): whoever writes the folder must not exhaust govd's open-files limit."""
 MAX_LOGS_PER_DRAIN = 64
 """Logs read per drain; the others wait their turn (round robin), so thousands of growing logs
 cost a tick a bounded time."""
+MAX_PROBLEMS = 10
+"""Problems with logs said per `PROBLEMS_EVERY_S` (the rest counted and summed up in one line)
+and kept for `govd status` (the latest): a folder of broken logs must not flood either."""
+PROBLEMS_EVERY_S = 60.0
+"""The window of `MAX_PROBLEMS`. Units: s."""
+MAX_PROBLEM_CHARS = 300
+"""Longest problem line; longer ones (a header echoed) are cut."""
 SETUP_HINT = "see the README, 'Frames from games (MangoHud)'"
 
 
@@ -117,16 +124,37 @@ class MangoHudSource(FrameSource):
         self._turn = 0
         """Where the next drain starts in the active logs when it cannot read them all."""
         self._folder_problem: str | None = None
-        self._reported: set[str] = set()
-        self.errors: list[str] = []
-        """Problems with logs reported so far, each once (also logged as warnings)."""
+        self._reported: dict[str, None] = {}
+        """Problems said, in order (a bounded set: the oldest are forgotten past its size)."""
+        self.errors: deque[str] = deque(maxlen=MAX_PROBLEMS)
+        """The latest problems with logs, each once (also logged as warnings)."""
+        self._window_s = -math.inf
+        self._said = self._unsaid = 0
 
     # -- problems --------------------------------------------------------------------------------
     def _report(self, message: str) -> None:
-        if message not in self._reported:
-            self._reported.add(message)
-            self.errors.append(message)
+        """Say a problem once, at most `MAX_PROBLEMS` a `PROBLEMS_EVERY_S` (what whoever writes
+        the folder puts in a log's header must not flood the journal: each is cut short too)."""
+        if len(message) > MAX_PROBLEM_CHARS:
+            message = message[:MAX_PROBLEM_CHARS - 1] + "…"
+        if message in self._reported:
+            return
+        self._reported[message] = None
+        if len(self._reported) > 64 * MAX_PROBLEMS:
+            del self._reported[next(iter(self._reported))]
+        self.errors.append(message)
+        now_s = self._clock()
+        if now_s >= self._window_s + PROBLEMS_EVERY_S:
+            if self._unsaid:
+                log.warning("%d more problems with MangoHud logs were not said (at most %d "
+                            "every %g s); the latest are in `govd status`", self._unsaid,
+                            MAX_PROBLEMS, PROBLEMS_EVERY_S)
+            self._window_s, self._said, self._unsaid = now_s, 0, 0
+        if self._said < MAX_PROBLEMS:
+            self._said += 1
             log.warning("%s", message)
+        else:
+            self._unsaid += 1
 
     def _folder_failed(self, exc: OSError) -> None:
         self._counts["folder_unreadable"] += 1
@@ -246,7 +274,7 @@ class MangoHudSource(FrameSource):
 
     def problems(self) -> list[str]:
         """What the user must change, one line each (the folder first, while it is unreadable)."""
-        return ([self._folder_problem] if self._folder_problem else []) + self.errors
+        return ([self._folder_problem] if self._folder_problem else []) + list(self.errors)
 
     def report(self) -> dict[str, Any]:
         """For `govd status`: problems, whether frames are live, frames per program (rounded;

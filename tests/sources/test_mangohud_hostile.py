@@ -4,11 +4,17 @@ keeps ticking."""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from pathlib import Path
 
-from govd.sources.mangohud import MAX_LOGS_PER_DRAIN, MAX_OPEN_LOGS, MangoHudSource
+from govd.sources.mangohud import (
+    MAX_LOGS_PER_DRAIN,
+    MAX_OPEN_LOGS,
+    MAX_PROBLEMS,
+    MangoHudSource,
+)
 from govd.sources.mangohud_log import MAX_FRAME_MS, MIN_FRAME_MS
 from tests.sources.test_mangohud_source import PREAMBLE, append
 from tests.sources.test_source_plugs import PERIOD_S, runner_on
@@ -108,4 +114,22 @@ def test_thousands_of_growing_logs_hold_few_files_open_and_each_row_comes_once(
         assert len({f.app for f in frames}) <= MAX_LOGS_PER_DRAIN
         got += frames
     assert sorted(f.app for f in got) == sorted(f"p{i}" for i in range(logs))
+    src.close()
+
+
+def test_hundreds_of_broken_logs_say_a_bounded_number_of_short_lines(
+        tmp_path: Path, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="govd.sources.mangohud")
+    src = MangoHudSource(tmp_path, rescan_s=0)
+    assert src.drain() == []
+    junk = "a," * 30_000 + "b\n"  # a 60 kB header with neither frametime nor fps
+    for i in range(300):
+        (tmp_path / f"junk{i}_2024-01-02_03-04-05.csv").write_text(PREAMBLE + junk + "1,2\n")
+    for _ in range(20):
+        src.drain()
+    said = [r.getMessage() for r in caplog.records if r.name == "govd.sources.mangohud"]
+    assert 1 <= len(said) <= MAX_PROBLEMS + 1
+    assert all(len(line) < 1000 and "\n" not in line for line in said)
+    assert 1 <= len(src.problems()) <= MAX_PROBLEMS
+    assert all(len(line) < 1000 for line in src.report()["problems"])
     src.close()

@@ -102,6 +102,7 @@ class MangoHudLog:
         self._skip_to = skip_to
         self._partial = b""
         self._dropping = False
+        self._said_bad_row = False
         """Inside a line longer than `MAX_LINE_BYTES`: bytes up to its newline are dropped."""
         self._columns: list[str] | None = None
         self._usable = True
@@ -197,10 +198,26 @@ class MangoHudLog:
         if not self._usable:
             return None
         self.counts["rows"] += 1
-        frame = self._frame(text.split(","))
+        fields = text.split(",")
+        frame = self._frame(fields)
         if frame is None:
             self.counts["bad_rows"] += 1
+            # Said once per log, from its second bad row: MangoHud's first frametime counts
+            # from the program's start (seconds), a bad row in every real log.
+            if not self._said_bad_row and self.counts["bad_rows"] >= 2:
+                self._said_bad_row = True
+                self._report(f"{self.path}: rows govd cannot use are skipped (counted as "
+                             f"bad_rows), e.g. {self._why_bad(fields)}")
         return frame
+
+    def _why_bad(self, fields: list[str]) -> str:
+        assert self._columns is not None
+        if len(fields) != len(self._columns):
+            return f"{len(fields)} fields where the header has {len(self._columns)}"
+        values = dict(zip(self._columns, fields, strict=True))
+        return (f"frametime {values.get('frametime', '')[:20]!r}, fps "
+                f"{values.get('fps', '')[:20]!r}: no frame time from {MIN_FRAME_MS:g} to "
+                f"{MAX_FRAME_MS:g} ms")
 
     def _preamble_or_header(self, text: str) -> None:
         if self._after_os_line:  # the system-information values under "os,cpu,..."

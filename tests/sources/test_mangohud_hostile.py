@@ -133,3 +133,13 @@ def test_hundreds_of_broken_logs_say_a_bounded_number_of_short_lines(
     assert 1 <= len(src.problems()) <= MAX_PROBLEMS
     assert all(len(line) < 1000 for line in src.report()["problems"])
     src.close()
+
+
+def test_unusable_rows_are_said_once_per_log_with_why(tmp_path: Path, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="govd.sources.mangohud")
+    src, path = following(tmp_path)
+    append(path, "60,16.6,1,2,16600000\n" * 5 + "60,16.6,33200000\n" + "60,abc,49800000\n" * 3)
+    assert [f.gpu_time_ms for f in src.drain()] == [16.6]
+    said = [r.getMessage() for r in caplog.records if NAME in r.getMessage()]
+    assert len(said) == 1 and "5 fields" in said[0] and "3" in said[0]
+    assert src.stats()["bad_rows"] == 8

@@ -39,6 +39,9 @@ RESCAN_S = 2.0
 found are read again (a full look costs a readlink per open file of every process). Units: s."""
 PIDS_PER_SAMPLE = 64
 """Processes looked at per `DrmBusyMeter.sample` (about 3 ms on the 2-core build machine)."""
+FDS_PER_SAMPLE = 2048
+"""Open files looked at (a readlink each) per `DrmBusyMeter.sample`: a process holding half a
+million open would otherwise cost one tick seconds; its files are looked at over several."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,9 @@ class DrmBusyMeter:
         self._files: dict[str, list[Path]] = {}
         """Processes with DRM files → their fdinfo files."""
         self._pending: list[str] = []
+        """Processes still to look at in this round, the next one last."""
+        self._walking: tuple[str, list[str], list[Path]] | None = None
+        """The process being looked at over several samples: its files left, its DRM files."""
         self._refused_pids: set[str] = set()
         self._next_scan_s = -math.inf
         self._before: dict[tuple[str, str | None, str], DrmClient] | None = None
@@ -162,9 +168,10 @@ class DrmBusyMeter:
         return busy_fraction(before, clients, (now_s - before_s) * 1e9)
 
     def _look(self, now_s: float) -> None:
-        """Look at the next `PIDS_PER_SAMPLE` processes for DRM files; list them all again
-        every `RESCAN_S`. Spread over the ticks, a look never costs one tick much."""
-        if not self._pending and now_s >= self._next_scan_s:
+        """Look at the next `PIDS_PER_SAMPLE` processes, and at most `FDS_PER_SAMPLE` of their
+        open files, for DRM files; list them all again every `RESCAN_S`. Spread over the
+        ticks, a look never costs one tick much."""
+        if not self._pending and self._walking is None and now_s >= self._next_scan_s:
             self._next_scan_s = now_s + RESCAN_S
             try:
                 pids = [e.name for e in os.scandir(self.proc) if e.name.isdigit()]
@@ -173,26 +180,47 @@ class DrmBusyMeter:
             for ended in set(self._files) - set(pids):
                 del self._files[ended]
             self._refused_pids &= set(pids)
-            self._pending = pids
-        batch, self._pending = self._pending[:PIDS_PER_SAMPLE], self._pending[PIDS_PER_SAMPLE:]
-        for pid in batch:
-            files = self._drm_files(pid)
-            if files:
-                self._files[pid] = files
-            else:
-                self._files.pop(pid, None)
+            self._pending = pids[::-1]  # taken from the end
+        fds_left, pids_left = FDS_PER_SAMPLE, PIDS_PER_SAMPLE
+        while fds_left > 0 and pids_left > 0:
+            if self._walking is None:
+                if not self._pending:
+                    break
+                pid = self._pending.pop()
+                fds = self._open_files(pid)
+                if fds is None:
+                    self._files.pop(pid, None)
+                    pids_left -= 1
+                    continue
+                self._walking = (pid, fds, [])
+            pid, fds, found = self._walking
+            take = fds[-fds_left:]
+            del fds[-fds_left:]
+            fds_left -= len(take)
+            found += self._drm_files(pid, take)
+            if not fds:  # this process is done
+                self._walking = None
+                pids_left -= 1
+                if found:
+                    self._files[pid] = found
+                else:
+                    self._files.pop(pid, None)
 
-    def _drm_files(self, pid: str) -> list[Path]:
-        """fdinfo files of ``pid``'s open files that are DRM device nodes."""
-        fd_dir = self.proc / pid / "fd"
+    def _open_files(self, pid: str) -> list[str] | None:
+        """The fd numbers ``pid`` has open; None when it ended or the kernel refused."""
         try:
-            fds = os.listdir(fd_dir)
+            fds = os.listdir(self.proc / pid / "fd")
         except PermissionError:
             self._refused(pid)
-            return []
+            return None
         except OSError:
-            return []  # the process ended
+            return None  # the process ended
         self._refused_pids.discard(pid)
+        return fds
+
+    def _drm_files(self, pid: str, fds: list[str]) -> list[Path]:
+        """fdinfo files of those of ``pid``'s open files ``fds`` that are DRM device nodes."""
+        fd_dir = self.proc / pid / "fd"
         found = []
         for fd in fds:
             try:

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from govd.sources.fdinfo import PIDS_PER_SAMPLE, DrmBusyMeter, parse_fdinfo, pci_slot
+from govd.sources.fdinfo import (
+    FDS_PER_SAMPLE,
+    PIDS_PER_SAMPLE,
+    DrmBusyMeter,
+    parse_fdinfo,
+    pci_slot,
+)
 
 FIXTURES = Path(__file__).with_name("fdinfo")
 
@@ -210,3 +216,34 @@ def test_many_processes_are_looked_at_a_batch_per_sample(tmp_path: Path) -> None
     now[0] = 0.05
     meter.sample()
     assert meter.counts["clients"] == count
+
+
+def test_process_with_many_open_files_is_looked_at_over_several_samples(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Any user may hold half a million descriptors open: a readlink each in one tick would
+    # stall the loop for seconds (every RESCAN_S).
+    import govd.sources.fdinfo as fdinfo
+
+    proc, now = FakeProc(tmp_path / "proc"), [0.0]
+    text = fixture("amdgpu")
+    hoarder = proc.root / "1000" / "fd"
+    hoarder.mkdir(parents=True)
+    for fd in range(3 * FDS_PER_SAMPLE):
+        os.symlink("/dev/null", hoarder / str(fd + 100))
+    proc.open(1000, 3 * FDS_PER_SAMPLE + 100, text)
+    proc.open(1001, 3, text.replace("drm-client-id:\t12", "drm-client-id:\t13"))
+    links = [0]
+    real_readlink = os.readlink
+
+    def counted(path: object) -> str:
+        links[0] += 1
+        return real_readlink(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fdinfo.os, "readlink", counted)
+    meter = DrmBusyMeter(pdev="0000:03:00.0", proc=proc.root, clock=lambda: now[0])
+    for _ in range(6):
+        links[0] = 0
+        meter.sample()
+        assert links[0] <= FDS_PER_SAMPLE
+        now[0] += 0.05
+    assert meter.counts["clients"] == 2

@@ -39,6 +39,10 @@ RESCAN_S = 2.0
 found are read again (a full look costs a readlink per open file of every process). Units: s."""
 PIDS_PER_SAMPLE = 64
 """Processes looked at per `DrmBusyMeter.sample` (about 3 ms on the 2-core build machine)."""
+MAX_DRM_FILES = 512
+"""DRM files whose fdinfo is read per sample (a few per program that draws): the render node is
+open to every user, and one process opening it thousands of times must not make every tick
+read thousands of files; past this the busy fraction leaves the rest out, and says so once."""
 FDS_PER_SAMPLE = 2048
 """Open files looked at (a readlink each) per `DrmBusyMeter.sample`: a process holding half a
 million open would otherwise cost one tick seconds; its files are looked at over several."""
@@ -152,13 +156,14 @@ class DrmBusyMeter:
         self._before_s = math.nan
         self.counts: Counter[str] = Counter()
         self._problem: str | None = None
+        self._over_problem: str | None = None
 
     def sample(self) -> float:
         """Busy fraction (0..1) since the previous call; NaN on the first call, and when no
         client could be read because the kernel refused (see the module docstring)."""
         now_s = self._clock()
         self._look(now_s)
-        clients = self._read(f for files in self._files.values() for f in files)
+        clients = self._read(self._to_read())
         before, before_s = self._before, self._before_s
         self._before, self._before_s = clients, now_s
         if self._refused_pids and not clients:
@@ -166,6 +171,27 @@ class DrmBusyMeter:
         if before is None:
             return math.nan
         return busy_fraction(before, clients, (now_s - before_s) * 1e9)
+
+    def _to_read(self) -> list[Path]:
+        """The DRM files to read this sample: all of them, or past `MAX_DRM_FILES` the first
+        file of each process, then the second, ...: a program with a few keeps them, the one
+        holding thousands is cut."""
+        groups = list(self._files.values())
+        total = sum(len(g) for g in groups)
+        if total <= MAX_DRM_FILES:
+            return [f for g in groups for f in g]
+        self.counts["drm_files_over"] += total - MAX_DRM_FILES
+        if self._over_problem is None:
+            self._over_problem = (f"{total} open DRM files: GPU busy time reads {MAX_DRM_FILES} "
+                                  "a tick, the first of each process first, and leaves the "
+                                  "rest out")
+            log.warning("%s", self._over_problem)
+        picked: list[Path] = []
+        depth = 0
+        while len(picked) < MAX_DRM_FILES:
+            picked += [g[depth] for g in groups if depth < len(g)]
+            depth += 1
+        return picked[:MAX_DRM_FILES]
 
     def _look(self, now_s: float) -> None:
         """Look at the next `PIDS_PER_SAMPLE` processes, and at most `FDS_PER_SAMPLE` of their
@@ -262,7 +288,7 @@ class DrmBusyMeter:
 
     def problems(self) -> list[str]:
         """What keeps the meter from seeing every client (one line each)."""
-        return [self._problem] if self._problem else []
+        return [p for p in (self._problem, self._over_problem) if p]
 
 
 def _leading_int(value: str) -> int | None:

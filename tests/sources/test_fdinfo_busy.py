@@ -11,6 +11,7 @@ import pytest
 
 from govd.sources.fdinfo import (
     FDS_PER_SAMPLE,
+    MAX_DRM_FILES,
     PIDS_PER_SAMPLE,
     DrmBusyMeter,
     parse_fdinfo,
@@ -247,3 +248,25 @@ def test_process_with_many_open_files_is_looked_at_over_several_samples(
         assert links[0] <= FDS_PER_SAMPLE
         now[0] += 0.05
     assert meter.counts["clients"] == 2
+
+
+def test_thousands_of_drm_files_cost_a_bounded_read_per_sample_and_are_said_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The render node is open to every user: one process opening it thousands of times made
+    # every tick read thousands of fdinfo files.
+    proc, now = FakeProc(tmp_path / "proc"), [0.0]
+    text = fixture("amdgpu")
+    game = text.replace("drm-client-id:\t12", "drm-client-id:\t7")
+    proc.open(999, 3, game)  # the game, looked at first
+    for fd in range(MAX_DRM_FILES + 500):
+        proc.open(1000, fd + 3, text.replace("drm-client-id:\t12", f"drm-client-id:\t{fd + 100}"))
+    meter = DrmBusyMeter(pdev="0000:03:00.0", proc=proc.root, clock=lambda: now[0])
+    for _ in range(8):
+        meter.sample()
+        now[0] += 0.05
+    assert meter.counts["clients"] <= MAX_DRM_FILES
+    assert meter.counts["drm_files_over"] > 0
+    assert "7" in {key[2] for key in meter._before or {}}  # the game's one file is read
+    assert len(meter.problems()) == 1 and "\n" not in meter.problems()[0]
+    said = [r for r in caplog.records if "DRM" in r.getMessage()]
+    assert len(said) == 1

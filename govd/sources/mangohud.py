@@ -92,7 +92,9 @@ class MangoHudSource(FrameSource):
     """Frames from every MangoHud log growing in ``folder``.
 
     ``rescan_s``: how often the folder is listed (s; 0 = every `drain`); ``max_read_bytes``: bytes
-    read per log per `drain`; ``clock``: a monotonic clock (s).
+    read per `drain` over all logs, shared evenly between the logs read (a real log grows a few
+    kB a tick; a sparse terabyte or dozens of big logs must not cost a tick megabytes);
+    ``clock``: a monotonic clock (s).
     """
 
     def __init__(
@@ -100,7 +102,7 @@ class MangoHudSource(FrameSource):
         folder: str | Path,
         *,
         rescan_s: float = 1.0,
-        max_read_bytes: int = 1 << 20,
+        max_read_bytes: int = 1 << 16,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.folder = Path(folder)
@@ -223,10 +225,11 @@ class MangoHudSource(FrameSource):
             active = (active[start:] + active[:start])[:MAX_LOGS_PER_DRAIN]
             self._turn = start + MAX_LOGS_PER_DRAIN
         keep_open = len(self._active) <= MAX_OPEN_LOGS
+        share = max(1, self.max_read_bytes // max(1, len(active)))
         for path in active:
             mango = self._logs[path]
             before = mango.offset
-            got = mango.read(self.max_read_bytes)
+            got = mango.read(share)
             if path in self._new and (mango.counts["rows"] or mango.version is not None):
                 self._judge(mango, now_s - self._new.pop(path))
             if path in self._stale:

@@ -147,8 +147,9 @@ class MangoHudLog:
                 self._report(f"{self.path}: cannot open: {exc.strerror or exc}")
                 return None
             self._inode = os.fstat(self._file.fileno()).st_ino
-            self._file.seek(self._offset)
-            self._partial = b""
+            # On from the partial line kept: a line longer than one read must not start over
+            # at each reopen (logs are closed after each read when many grow at once).
+            self._file.seek(self.offset)
         return self._file
 
     # -- rows ------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from govd.sources.base import Frame, FrameSource
+from govd.sources.base import Frame, FrameSource, one_line
 from govd.sources.mangohud_log import MAX_FRAME_MS, MangoHudLog, app_of_log
 
 __all__ = ["MAX_FRAME_MS", "MangoHudSource", "app_of_log", "list_logs"]
@@ -137,6 +137,7 @@ class MangoHudSource(FrameSource):
     def _report(self, message: str) -> None:
         """Say a problem once, at most `MAX_PROBLEMS` a `PROBLEMS_EVERY_S` (what whoever writes
         the folder puts in a log's header must not flood the journal: each is cut short too)."""
+        message = one_line(message)  # file names are whoever writes the folder's choice
         if len(message) > MAX_PROBLEM_CHARS:
             message = message[:MAX_PROBLEM_CHARS - 1] + "…"
         if message in self._reported:

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from govd.sources.base import Frame
+from govd.sources.base import Frame, one_line
 
 MAX_FRAME_MS = 10_000.0
 """Longest frame time accepted, and the longest gap between two rows that stands for frames
@@ -60,14 +60,15 @@ SAMPLED_RATIO = 1.5
 FIRST_STREAMING = (0, 6, 9)
 """The first MangoHud version that writes rows while logging (≤ 0.6.8 writes the file at stop)."""
 _MS_US_THRESHOLD = math.sqrt(1e3 * 1e6)  # frametime·fps: ~1e3 when in ms, ~1e6 when in µs
-_FILE_NAME = re.compile(r"(?P<app>.+)_\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}\.csv")
+_FILE_NAME = re.compile(r"(?P<app>.+)_\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}\.csv", re.DOTALL)
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 
 
 def app_of_log(path: Path) -> str:
-    """The program name in a MangoHud log's file name (the whole stem when it does not match)."""
+    """The program name in a MangoHud log's file name (the whole stem when it does not match),
+    printable (see `one_line`)."""
     match = _FILE_NAME.fullmatch(path.name)
-    return match["app"] if match else path.stem
+    return one_line(match["app"] if match else path.stem)
 
 
 class MangoHudLog:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from govd.sources.base import one_line
+
 FORGET_AFTER_S = 10.0
 """A sender silent this long is forgotten (its pid may be reused by another process). Units: s."""
 UNLIMITED = 1 << 62
@@ -83,7 +85,7 @@ class Senders:
                 comm = (self.proc_root / str(pid) / "comm").read_bytes()
             except OSError:
                 comm = b""
-            sender.name = comm.decode("utf-8", "replace").strip()
+            sender.name = one_line(comm.decode("utf-8", "replace").strip())
         return sender.name
 
     def forget_idle(self, now_s: float) -> None:

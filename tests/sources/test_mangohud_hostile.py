@@ -156,3 +156,20 @@ def test_bytes_read_per_drain_are_bounded_over_all_logs(tmp_path: Path) -> None:
         before = sum(m.offset for m in src._logs.values())
         src.drain()
         assert sum(m.offset for m in src._logs.values()) - before <= src.max_read_bytes
+
+
+def test_file_name_with_line_breaks_and_escapes_gives_a_one_line_program_name(
+        tmp_path: Path, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="govd.sources.mangohud")
+    src = MangoHudSource(tmp_path, rescan_s=0)
+    assert src.drain() == []
+    # A name that would forge a line in `govd status` and colour the terminal reading it.
+    name = "game\nproblem: none\x1b[2J_2024-01-02_03-04-05.csv"
+    (tmp_path / name).write_text(PREAMBLE + "fps,x\n60,1\n60,1\n" + "x\n" * 3)
+    frames = src.drain()
+    assert frames and all(f.app.isprintable() for f in frames)
+    report = src.report()
+    assert all(app.isprintable() for app in report["frames_by_app"])
+    assert report["problems"] and all(p.isprintable() for p in report["problems"])
+    said = [r.getMessage() for r in caplog.records if r.name == "govd.sources.mangohud"]
+    assert said and all(line.isprintable() for line in said)

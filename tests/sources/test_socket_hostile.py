@@ -79,3 +79,15 @@ def test_flooding_sender_is_said_once_a_while(sock_dir: Path,
     said = _said(caplog)
     assert len(said) == 1 and "rate" in said[0]
     src.close()
+
+
+def test_process_name_with_a_line_break_gives_a_one_line_app(sock_dir: Path) -> None:
+    # prctl(PR_SET_NAME) takes any bytes: the name must not split a journal or status line.
+    proc = sock_dir / "proc" / str(os.getpid())
+    proc.mkdir(parents=True)
+    (proc / "comm").write_bytes(b"ga\nme\x1b[2J\xff\n")
+    src = make(sock_dir, proc_root=sock_dir / "proc")
+    send(sock_dir / "frames.sock", b"F 1000\n")
+    [frame] = src.drain()
+    assert frame.app.isprintable() and frame.app.startswith("ga")
+    src.close()

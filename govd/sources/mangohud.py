@@ -63,6 +63,9 @@ PROBLEMS_EVERY_S = 60.0
 """The window of `MAX_PROBLEMS`. Units: s."""
 MAX_PROBLEM_CHARS = 300
 """Longest problem line; longer ones (a header echoed) are cut."""
+MAX_APPS_SHOWN = 16
+"""Programs `report` names (those with most frames): a folder of thousands of logs must not make
+a status line of thousands of names."""
 SETUP_HINT = "see the README, 'Frames from games (MangoHud)'"
 
 
@@ -202,13 +205,18 @@ class MangoHudSource(FrameSource):
                     self._active[path] = now_s
             elif self._sizes.get(path) != (inode, size):
                 self._active.setdefault(path, now_s)
-        for path in set(self._logs) - set(found):
+        removed = set(self._logs) - set(found)
+        for path in removed:
             gone = self._logs.pop(path)
             gone.close()
             self._counts.update(gone.counts)
             self._active.pop(path, None)
             self._new.pop(path, None)
             self._stale.discard(path)
+        if removed:  # programs whose every log is gone are forgotten
+            alive = {mango.app for mango in self._logs.values()}
+            for app in [app for app in self._frames_by_app if app not in alive]:
+                del self._frames_by_app[app]
         self._sizes = found
         self._listed_s = now_s
 
@@ -282,11 +290,13 @@ class MangoHudSource(FrameSource):
 
     def report(self) -> dict[str, Any]:
         """For `govd status`: problems, whether frames are live, frames per program (rounded;
-        a sampled log's rows count for the frames they stand for) and which logs are sampled."""
+        a sampled log's rows count for the frames they stand for; the `MAX_APPS_SHOWN` with
+        most) and which logs are sampled."""
         return {
             "problems": self.problems(),
             "live": self.live,
-            "frames_by_app": {app: round(n) for app, n in self._frames_by_app.items()},
+            "frames_by_app": {app: round(n) for app, n in sorted(
+                self._frames_by_app.items(), key=lambda item: -item[1])[:MAX_APPS_SHOWN]},
             "sampled": sorted({m.app for m in self._logs.values() if m.sampled}),
         }
 

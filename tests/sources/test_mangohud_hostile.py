@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from govd.sources.mangohud import (
+    MAX_APPS_SHOWN,
     MAX_LOGS_PER_DRAIN,
     MAX_OPEN_LOGS,
     MAX_PROBLEMS,
@@ -173,3 +174,21 @@ def test_file_name_with_line_breaks_and_escapes_gives_a_one_line_program_name(
     assert report["problems"] and all(p.isprintable() for p in report["problems"])
     said = [r.getMessage() for r in caplog.records if r.name == "govd.sources.mangohud"]
     assert said and all(line.isprintable() for line in said)
+
+
+def test_status_names_a_bounded_number_of_programs_and_forgets_removed_logs(
+        tmp_path: Path) -> None:
+    src = MangoHudSource(tmp_path, rescan_s=0)
+    assert src.drain() == []
+    for i in range(3 * MAX_APPS_SHOWN):
+        (tmp_path / f"p{i}_2024-01-02_03-04-05.csv").write_text(
+            PREAMBLE + HEADER + "60,16.6,0\n" * (i + 1))
+    for _ in range(10):
+        src.drain()
+    shown = src.report()["frames_by_app"]
+    assert len(shown) == MAX_APPS_SHOWN
+    assert min(shown.values()) >= 2 * MAX_APPS_SHOWN  # the programs with most frames
+    for log_file in tmp_path.glob("*.csv"):
+        log_file.unlink()
+    src.drain()
+    assert src.report()["frames_by_app"] == {}

@@ -259,6 +259,7 @@ class SocketSource(FrameSource):
         budget = min(allowance, self._parse_left)
         max_queue = self.max_queue
         parsed = accepted = 0
+        name: str | None = None
         for raw in parts:
             if parsed >= budget or len(frames) >= max_queue:
                 break
@@ -272,9 +273,11 @@ class SocketSource(FrameSource):
                 self._say(f"dropped_{exc.reason}", 1, pid, uid, now_s)
                 continue
             app = line.app
-            frames.append(Frame(line.gpu_time_ms, pid, uid,
-                                senders.name(pid, now_s) if app is None else app,
-                                line.target_fps, line.device))
+            if app is None:  # the process name, looked up once a datagram
+                if name is None:
+                    name = senders.name(pid, now_s)
+                app = name
+            frames.append(Frame(line.gpu_time_ms, pid, uid, app, line.target_fps, line.device))
             accepted += 1
         if accepted:
             counts["accepted"] += accepted

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from govd.sources.frame_line import LineRejected, parse_frame_line
+from govd.sources.senders import NAME_TTL_S
 from govd.sources.socket import WARN_EVERY_S
 from tests.sources import test_socket_source as over_a_socket
 from tests.sources.test_socket_source import Clock, make, send
@@ -90,4 +91,21 @@ def test_process_name_with_a_line_break_gives_a_one_line_app(sock_dir: Path) -> 
     send(sock_dir / "frames.sock", b"F 1000\n")
     [frame] = src.drain()
     assert frame.app.isprintable() and frame.app.startswith("ga")
+    src.close()
+
+
+def test_pid_reused_by_another_program_is_named_anew_within_a_second(sock_dir: Path) -> None:
+    # A sender exits and its pid goes to another program, which sends too before the old one
+    # is forgotten: its frames must not keep the old program's name (and its per-app target).
+    proc = sock_dir / "proc" / str(os.getpid())
+    proc.mkdir(parents=True)
+    (proc / "comm").write_text("game\n")
+    clock = Clock()
+    src = make(sock_dir, proc_root=sock_dir / "proc", clock=clock)
+    send(sock_dir / "frames.sock", b"F 1000\n")
+    assert [f.app for f in src.drain()] == ["game"]
+    (proc / "comm").write_text("miner\n")  # the same pid, another process
+    clock.now_s += NAME_TTL_S + 0.1
+    send(sock_dir / "frames.sock", b"F 1000\n")
+    assert [f.app for f in src.drain()] == ["miner"]
     src.close()

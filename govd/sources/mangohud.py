@@ -33,13 +33,14 @@ import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from govd.sources.base import Frame, FrameSource, one_line
 from govd.sources.mangohud_log import MAX_FRAME_MS, MangoHudLog, app_of_log
 
-__all__ = ["MAX_FRAME_MS", "MangoHudSource", "app_of_log", "list_logs"]
+__all__ = ["MAX_FRAME_MS", "Listing", "MangoHudSource", "app_of_log", "list_logs"]
 
 log = logging.getLogger(__name__)
 
@@ -66,29 +67,45 @@ MAX_PROBLEM_CHARS = 300
 MAX_APPS_SHOWN = 16
 """Programs `report` names (those with most frames): a folder of thousands of logs must not make
 a status line of thousands of names."""
+MAX_FOLDER_ENTRIES = 10_000
+"""Folder entries looked at per listing (a week of logs of a busy player is hundreds): whoever
+writes the folder must not make each listing cost seconds with a million files."""
 SETUP_HINT = "see the README, 'Frames from games (MangoHud)'"
 
 
-def list_logs(folder: Path, links: list[Path] | None = None) -> dict[Path, tuple[int, int]]:
-    """MangoHud logs in ``folder`` (``*_summary.csv`` excluded) → (inode, size in bytes).
-    Symbolic links are not logs (whoever writes the folder could point govd, which runs as root,
-    at any file): they are left out, and added to ``links`` when given.
-    Raises OSError when the folder cannot be listed."""
-    found: dict[Path, tuple[int, int]] = {}
+@dataclass
+class Listing:
+    """What one look at the MangoHud folder found."""
+
+    logs: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    """Each log → (inode, size in bytes)."""
+    links: list[Path] = field(default_factory=list)
+    """``*.csv`` symbolic links, not followed: whoever writes the folder could point govd, which
+    runs as root, at any file."""
+    cut: bool = False
+    """The folder holds more entries than were looked at."""
+
+
+def list_logs(folder: Path, max_entries: int | None = None) -> Listing:
+    """MangoHud logs in ``folder`` (``*_summary.csv`` excluded), among its first
+    ``max_entries`` entries (None: all). Raises OSError when the folder cannot be listed."""
+    listing = Listing()
     with os.scandir(folder) as entries:
-        for entry in entries:
+        for seen, entry in enumerate(entries):
+            if max_entries is not None and seen >= max_entries:
+                listing.cut = True
+                break
             if not entry.name.endswith(".csv") or entry.name.endswith("_summary.csv"):
                 continue
             try:
                 if entry.is_symlink():
-                    if links is not None:
-                        links.append(Path(entry.path))
+                    listing.links.append(Path(entry.path))
                 elif entry.is_file(follow_symlinks=False):
                     st = entry.stat()
-                    found[Path(entry.path)] = (st.st_ino, st.st_size)
+                    listing.logs[Path(entry.path)] = (st.st_ino, st.st_size)
             except OSError:
                 continue
-    return found
+    return listing
 
 
 class MangoHudSource(FrameSource):
@@ -180,15 +197,18 @@ class MangoHudSource(FrameSource):
 
     # -- the folder ------------------------------------------------------------------------------
     def _scan(self, now_s: float) -> None:
-        links: list[Path] = []
         try:
-            found = list_logs(self.folder, links)
+            listing = list_logs(self.folder, MAX_FOLDER_ENTRIES)
         except OSError as exc:
             self._folder_failed(exc)
             return
-        for link in links:
+        for link in listing.links:
             self._report(f"{link}: a symbolic link, not followed: govd reads only regular files "
                          "in the MangoHud folder")
+        if listing.cut:
+            self._report(f"MangoHud folder {self.folder} holds more than {MAX_FOLDER_ENTRIES} "
+                         "files: govd looks at the first only; remove old logs")
+        found = listing.logs
         if self._folder_problem is not None:
             log.info("MangoHud folder %s can be read again", self.folder)
             self._folder_problem = None

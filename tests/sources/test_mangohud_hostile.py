@@ -11,6 +11,7 @@ from pathlib import Path
 
 from govd.sources.mangohud import (
     MAX_APPS_SHOWN,
+    MAX_FOLDER_ENTRIES,
     MAX_LOGS_PER_DRAIN,
     MAX_OPEN_LOGS,
     MAX_PROBLEMS,
@@ -192,3 +193,20 @@ def test_status_names_a_bounded_number_of_programs_and_forgets_removed_logs(
         log_file.unlink()
     src.drain()
     assert src.report()["frames_by_app"] == {}
+
+
+def test_folder_of_too_many_files_is_listed_to_a_bound_and_said_once(
+        tmp_path: Path, caplog) -> None:
+    # A million empty files cost every listing (once a second) most of a second.
+    caplog.set_level(logging.WARNING, logger="govd.sources.mangohud")
+    src = MangoHudSource(tmp_path, rescan_s=0)
+    for i in range(MAX_FOLDER_ENTRIES + 100):
+        (tmp_path / f"junk{i}").touch()
+    for i in range(3):
+        (tmp_path / f"p{i}_2024-01-02_03-04-05.csv").write_text(PREAMBLE + HEADER)
+    src.drain()
+    src.drain()
+    assert len(src._sizes) <= 3
+    said = [r.getMessage() for r in caplog.records if "files" in r.getMessage()]
+    assert len(said) == 1 and str(MAX_FOLDER_ENTRIES) in said[0]
+    assert any(str(MAX_FOLDER_ENTRIES) in p for p in src.problems())

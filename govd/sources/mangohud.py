@@ -318,7 +318,7 @@ class MangoHudSource(FrameSource):
             "live": self.live,
             "frames_by_app": {app: round(n) for app, n in sorted(
                 self._frames_by_app.items(), key=lambda item: -item[1])[:MAX_APPS_SHOWN]},
-            "sampled": sorted({m.app for m in self._logs.values() if m.sampled}),
+            "sampled": sorted({m.app for m in self._logs.values() if m.sampled})[:MAX_APPS_SHOWN],
         }
 
     def stats(self) -> dict[str, int]:

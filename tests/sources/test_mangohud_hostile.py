@@ -210,3 +210,14 @@ def test_folder_of_too_many_files_is_listed_to_a_bound_and_said_once(
     said = [r.getMessage() for r in caplog.records if "files" in r.getMessage()]
     assert len(said) == 1 and str(MAX_FOLDER_ENTRIES) in said[0]
     assert any(str(MAX_FOLDER_ENTRIES) in p for p in src.problems())
+
+
+def test_status_names_a_bounded_number_of_sampled_logs(tmp_path: Path) -> None:
+    src = MangoHudSource(tmp_path, rescan_s=0)
+    assert src.drain() == []
+    for i in range(3 * MAX_APPS_SHOWN):  # rows 100 ms apart: sampled logs
+        (tmp_path / f"p{i}_2024-01-02_03-04-05.csv").write_text(
+            PREAMBLE + HEADER + "60,16.6,0\n60,16.6,100000000\n")
+    for _ in range(10):
+        src.drain()
+    assert len(src.report()["sampled"]) == MAX_APPS_SHOWN

@@ -58,6 +58,8 @@ since): a hostile sender must not flood the journal. Units: s of the source's cl
 _SAY = {
     "rejected_sender": "datagram(s) refused: the sender is in neither frames.socket.allow_uids "
                        "nor allow_gids",
+    "no_credentials": "datagram(s) without whole credentials (other ancillary data beside them, "
+                      "e.g. file descriptors, which are not taken): sender unknown",
     "truncated": "datagram(s) longer than {size} bytes, cut (their last line dropped)",
     "rate_limited": "line(s) past the sender's budget (frames.socket.rate_fps, burst), not parsed",
     "queue_full": "frame(s) past frames.socket.max_queue in one tick, dropped",
@@ -239,6 +241,7 @@ class SocketSource(FrameSource):
             pid, uid, gid = _credentials(ancdata, flags)
         if pid == 0:
             counts["no_credentials"] += 1
+            self._say("no_credentials", 1, pid, uid, now_s)
         allow_uids, allow_gids = self.allow_uids, self.allow_gids
         if (allow_uids or allow_gids) and uid not in allow_uids and gid not in allow_gids:
             counts["rejected_sender"] += 1

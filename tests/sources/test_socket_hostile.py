@@ -3,8 +3,10 @@ change, and bad input said in the journal, once in a while, never once per datag
 
 from __future__ import annotations
 
+import array
 import logging
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -108,4 +110,23 @@ def test_pid_reused_by_another_program_is_named_anew_within_a_second(sock_dir: P
     clock.now_s += NAME_TTL_S + 0.1
     send(sock_dir / "frames.sock", b"F 1000\n")
     assert [f.app for f in src.drain()] == ["miner"]
+    src.close()
+
+
+def test_datagram_carrying_file_descriptors_is_said_as_without_credentials(
+        sock_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The kernel cuts the ancillary data govd has room for (its credentials) and closes the
+    # descriptors: none lands in govd, and the sender is unknown.
+    src = make(sock_dir)
+    before = len(os.listdir("/proc/self/fd"))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s, open("/dev/null") as null:
+        fds = array.array("i", [null.fileno()] * 3)
+        for _ in range(4):
+            s.sendmsg([b"F 1000\n"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], 0,
+                      str(sock_dir / "frames.sock"))
+        src.drain()
+        assert len(os.listdir("/proc/self/fd")) == before + 2  # the sender and /dev/null
+    assert src.stats()["no_credentials"] == 4
+    said = [line for line in _said(caplog) if "credentials" in line]
+    assert len(said) == 1
     src.close()

@@ -51,6 +51,10 @@ IDLE_CLOSE_S = 30.0
 WHOLE_SLACK_S = 0.5
 """How much more than the time since the folder was last listed a new log's rows may span and
 still be live (MangoHud's start, govd's own delay). Units: s."""
+HISTORY_READ_BYTES = 1 << 20
+"""Bytes of history (rows from before govd's first look: counted, never parsed) read per drain
+over all logs, beside ``max_read_bytes``: hours of a game's log at govd's start pass in a few
+drains, at a split's cost (~1 ms a MiB). Units: bytes."""
 MAX_OPEN_LOGS = 32
 """Logs kept open between drains; past that each is closed after its read (and reopened at its
 offset): whoever writes the folder must not exhaust govd's open-files limit."""
@@ -256,10 +260,11 @@ class MangoHudSource(FrameSource):
             self._turn = start + MAX_LOGS_PER_DRAIN
         keep_open = len(self._active) <= MAX_OPEN_LOGS
         share = max(1, self.max_read_bytes // max(1, len(active)))
+        history_share = HISTORY_READ_BYTES // max(1, len(active))
         for path in active:
             mango = self._logs[path]
             before = mango.offset
-            got = mango.read(share)
+            got = mango.read(share, history_share)
             if path in self._new and (mango.counts["rows"] or mango.version is not None):
                 self._judge(mango, now_s - self._new.pop(path))
             if path in self._stale:

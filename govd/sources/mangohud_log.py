@@ -154,11 +154,15 @@ class MangoHudLog:
         return self._file
 
     # -- rows ------------------------------------------------------------------------------------
-    def read(self, max_bytes: int) -> list[Frame]:
-        """Frames of the complete rows appended since the last call (at most ``max_bytes`` read)."""
+    def read(self, max_bytes: int, history_bytes: int = 0) -> list[Frame]:
+        """Frames of the complete rows appended since the last call (at most ``max_bytes`` read,
+        and up to ``history_bytes`` more while rows before ``skip_to`` are left: those are only
+        counted, which costs a split, not a parse)."""
         file = self._opened()
         if file is None:
             return []
+        if self._columns is not None:
+            max_bytes += max(0, min(history_bytes, self._skip_to - self.offset))
         try:
             chunk = file.read(max_bytes)
         except OSError as exc:

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from govd.sources.mangohud import (
+    HISTORY_READ_BYTES,
     MAX_APPS_SHOWN,
     MAX_FOLDER_ENTRIES,
     MAX_LOGS_PER_DRAIN,
@@ -221,3 +222,15 @@ def test_status_names_a_bounded_number_of_sampled_logs(tmp_path: Path) -> None:
     for _ in range(10):
         src.drain()
     assert len(src.report()["sampled"]) == MAX_APPS_SHOWN
+
+
+def test_hours_of_history_at_start_are_passed_over_in_a_few_drains(tmp_path: Path) -> None:
+    # govd restarted while a game has logged for hours: its rows are history, only counted,
+    # and its new rows must not wait for the history to trickle through the frames' share.
+    history = "60,16.6,0\n" * 400_000  # 4 MB
+    src, path = following(tmp_path, PREAMBLE + HEADER + history)
+    append(path, "60,8.0,16600000\n")
+    drains = len(history) // HISTORY_READ_BYTES + 2
+    frames = [f for _ in range(drains) for f in src.drain()]
+    assert [f.gpu_time_ms for f in frames] == [8.0]
+    assert src.stats()["skipped_rows"] == 400_000

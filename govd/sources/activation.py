@@ -7,10 +7,14 @@ fd 3) and optionally ``LISTEN_FDNAMES`` (colon-separated, from ``FileDescriptorN
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import resource
 import socket
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
 
 SD_LISTEN_FDS_START = 3
 """First file descriptor systemd passes."""
@@ -60,6 +64,13 @@ def _parse(env: Mapping[str, str], own_pid: int) -> list[ListenFd]:
     if not count_text.isdigit():
         return []
     count = int(count_text)
+    max_fds = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if max_fds != resource.RLIM_INFINITY and SD_LISTEN_FDS_START + count > max_fds:
+        # More than this process may hold open: not systemd's (a list that size was a
+        # MemoryError at start).
+        log.warning("LISTEN_FDS=%s: more file descriptors than this process may open (%d); "
+                    "ignored", count_text[:20], max_fds)
+        return []
     names = env.get("LISTEN_FDNAMES")
     name_list = names.split(":") if names else []
     if len(name_list) != count:

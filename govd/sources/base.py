@@ -32,6 +32,15 @@ class Frame:
     frame time)."""
 
 
+def one_line(text: str) -> str:
+    """``text`` with every character that is not printable (line breaks, terminal escapes,
+    undecodable bytes) as ``?``: names that other users choose (process names, log file names)
+    end up in journal and status lines, and must not split or forge them."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 class FrameSource(ABC):
     """Where frame times come from: the socket, MangoHud logs, busy time, or the simulator."""
 

@@ -39,6 +39,13 @@ RESCAN_S = 2.0
 found are read again (a full look costs a readlink per open file of every process). Units: s."""
 PIDS_PER_SAMPLE = 64
 """Processes looked at per `DrmBusyMeter.sample` (about 3 ms on the 2-core build machine)."""
+MAX_DRM_FILES = 512
+"""DRM files whose fdinfo is read per sample (a few per program that draws): the render node is
+open to every user, and one process opening it thousands of times must not make every tick
+read thousands of files; past this the busy fraction leaves the rest out, and says so once."""
+FDS_PER_SAMPLE = 2048
+"""Open files looked at (a readlink each) per `DrmBusyMeter.sample`: a process holding half a
+million open would otherwise cost one tick seconds; its files are looked at over several."""
 
 
 @dataclass(frozen=True)
@@ -140,19 +147,23 @@ class DrmBusyMeter:
         self._files: dict[str, list[Path]] = {}
         """Processes with DRM files → their fdinfo files."""
         self._pending: list[str] = []
+        """Processes still to look at in this round, the next one last."""
+        self._walking: tuple[str, list[str], list[Path]] | None = None
+        """The process being looked at over several samples: its files left, its DRM files."""
         self._refused_pids: set[str] = set()
         self._next_scan_s = -math.inf
         self._before: dict[tuple[str, str | None, str], DrmClient] | None = None
         self._before_s = math.nan
         self.counts: Counter[str] = Counter()
         self._problem: str | None = None
+        self._over_problem: str | None = None
 
     def sample(self) -> float:
         """Busy fraction (0..1) since the previous call; NaN on the first call, and when no
         client could be read because the kernel refused (see the module docstring)."""
         now_s = self._clock()
         self._look(now_s)
-        clients = self._read(f for files in self._files.values() for f in files)
+        clients = self._read(self._to_read())
         before, before_s = self._before, self._before_s
         self._before, self._before_s = clients, now_s
         if self._refused_pids and not clients:
@@ -161,10 +172,32 @@ class DrmBusyMeter:
             return math.nan
         return busy_fraction(before, clients, (now_s - before_s) * 1e9)
 
+    def _to_read(self) -> list[Path]:
+        """The DRM files to read this sample: all of them, or past `MAX_DRM_FILES` the first
+        file of each process, then the second, ...: a program with a few keeps them, the one
+        holding thousands is cut."""
+        groups = list(self._files.values())
+        total = sum(len(g) for g in groups)
+        if total <= MAX_DRM_FILES:
+            return [f for g in groups for f in g]
+        self.counts["drm_files_over"] += total - MAX_DRM_FILES
+        if self._over_problem is None:
+            self._over_problem = (f"{total} open DRM files: GPU busy time reads {MAX_DRM_FILES} "
+                                  "a tick, the first of each process first, and leaves the "
+                                  "rest out")
+            log.warning("%s", self._over_problem)
+        picked: list[Path] = []
+        depth = 0
+        while len(picked) < MAX_DRM_FILES:
+            picked += [g[depth] for g in groups if depth < len(g)]
+            depth += 1
+        return picked[:MAX_DRM_FILES]
+
     def _look(self, now_s: float) -> None:
-        """Look at the next `PIDS_PER_SAMPLE` processes for DRM files; list them all again
-        every `RESCAN_S`. Spread over the ticks, a look never costs one tick much."""
-        if not self._pending and now_s >= self._next_scan_s:
+        """Look at the next `PIDS_PER_SAMPLE` processes, and at most `FDS_PER_SAMPLE` of their
+        open files, for DRM files; list them all again every `RESCAN_S`. Spread over the
+        ticks, a look never costs one tick much."""
+        if not self._pending and self._walking is None and now_s >= self._next_scan_s:
             self._next_scan_s = now_s + RESCAN_S
             try:
                 pids = [e.name for e in os.scandir(self.proc) if e.name.isdigit()]
@@ -173,26 +206,47 @@ class DrmBusyMeter:
             for ended in set(self._files) - set(pids):
                 del self._files[ended]
             self._refused_pids &= set(pids)
-            self._pending = pids
-        batch, self._pending = self._pending[:PIDS_PER_SAMPLE], self._pending[PIDS_PER_SAMPLE:]
-        for pid in batch:
-            files = self._drm_files(pid)
-            if files:
-                self._files[pid] = files
-            else:
-                self._files.pop(pid, None)
+            self._pending = pids[::-1]  # taken from the end
+        fds_left, pids_left = FDS_PER_SAMPLE, PIDS_PER_SAMPLE
+        while fds_left > 0 and pids_left > 0:
+            if self._walking is None:
+                if not self._pending:
+                    break
+                pid = self._pending.pop()
+                fds = self._open_files(pid)
+                if fds is None:
+                    self._files.pop(pid, None)
+                    pids_left -= 1
+                    continue
+                self._walking = (pid, fds, [])
+            pid, fds, found = self._walking
+            take = fds[-fds_left:]
+            del fds[-fds_left:]
+            fds_left -= len(take)
+            found += self._drm_files(pid, take)
+            if not fds:  # this process is done
+                self._walking = None
+                pids_left -= 1
+                if found:
+                    self._files[pid] = found
+                else:
+                    self._files.pop(pid, None)
 
-    def _drm_files(self, pid: str) -> list[Path]:
-        """fdinfo files of ``pid``'s open files that are DRM device nodes."""
-        fd_dir = self.proc / pid / "fd"
+    def _open_files(self, pid: str) -> list[str] | None:
+        """The fd numbers ``pid`` has open; None when it ended or the kernel refused."""
         try:
-            fds = os.listdir(fd_dir)
+            fds = os.listdir(self.proc / pid / "fd")
         except PermissionError:
             self._refused(pid)
-            return []
+            return None
         except OSError:
-            return []  # the process ended
+            return None  # the process ended
         self._refused_pids.discard(pid)
+        return fds
+
+    def _drm_files(self, pid: str, fds: list[str]) -> list[Path]:
+        """fdinfo files of those of ``pid``'s open files ``fds`` that are DRM device nodes."""
+        fd_dir = self.proc / pid / "fd"
         found = []
         for fd in fds:
             try:
@@ -234,7 +288,7 @@ class DrmBusyMeter:
 
     def problems(self) -> list[str]:
         """What keeps the meter from seeing every client (one line each)."""
-        return [self._problem] if self._problem else []
+        return [p for p in (self._problem, self._over_problem) if p]
 
 
 def _leading_int(value: str) -> int | None:

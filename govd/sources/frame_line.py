@@ -18,6 +18,9 @@ from dataclasses import dataclass
 
 MAX_GPU_TIME_US = 10_000_000.0
 """Longest frame accepted: 10 s. Anything longer is a unit mistake or garbage. Units: µs."""
+MIN_GPU_TIME_US = 0.001
+"""Shortest frame accepted: 1 ns, less than any GPU submission takes. Shorter is garbage, and
+below about 5e-321 µs the time becomes 0 ms in the unit change. Units: µs."""
 MAX_TARGET_FPS = 1000.0
 """Highest frame-rate target a sender may ask for. Units: frames/s."""
 MAX_APP_CHARS = 64
@@ -43,6 +46,7 @@ REASONS = (
     "not_numeric",
     "not_finite",  # NaN or infinity
     "non_positive",  # zero or negative time
+    "too_small",  # positive, below MIN_GPU_TIME_US
     "too_large",  # above MAX_GPU_TIME_US
     "malformed_key",  # a token after the time that is not key=value
     "bad_target_fps",
@@ -91,7 +95,7 @@ def parse_frame_line(raw: bytes) -> FrameLine:
     if common is not None:
         time_us, app = common.groups()
         gpu_time_us = float(time_us)
-        if 0 < gpu_time_us <= MAX_GPU_TIME_US:
+        if MIN_GPU_TIME_US <= gpu_time_us <= MAX_GPU_TIME_US:
             return FrameLine(gpu_time_us / 1000.0,
                              None if app is None else app[:MAX_APP_CHARS].decode("ascii"), None)
     return _parse_any(raw)
@@ -113,6 +117,8 @@ def _parse_any(raw: bytes) -> FrameLine:
         raise LineRejected("too_large")
     if time_us <= 0:
         raise LineRejected("non_positive")
+    if time_us < MIN_GPU_TIME_US:
+        raise LineRejected("too_small")
     app: str | None = None
     target_fps: float | None = None
     device: str | None = None

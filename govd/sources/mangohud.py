@@ -17,7 +17,9 @@ lasts, a counter in `stats`):
   appears holding rows that span more time than passed since the folder was last listed without
   it (`WHOLE_SLACK_S` allowed), is reported and all its rows are dropped as ``stale_rows`` (they
   are not this tick's frames; the real 0.6.8 takes several drains to write one out);
-- sampled logs (``log_interval`` ≠ 0): each row counts for the frames it stands for (`Frame.count`).
+- sampled logs (``log_interval`` ≠ 0): each row counts for the frames it stands for (`Frame.count`);
+- whoever writes the folder is not trusted: links are not followed, and thousands of growing logs
+  cost a bounded number of open files (`MAX_OPEN_LOGS`) and reads per drain (`MAX_LOGS_PER_DRAIN`).
 
 `live` says whether a log delivered frames lately; while none does the daemon falls back to busy
 time.
@@ -29,15 +31,16 @@ import logging
 import math
 import os
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from govd.sources.base import Frame, FrameSource
+from govd.sources.base import Frame, FrameSource, one_line
 from govd.sources.mangohud_log import MAX_FRAME_MS, MangoHudLog, app_of_log
 
-__all__ = ["MAX_FRAME_MS", "MangoHudSource", "app_of_log", "list_logs"]
+__all__ = ["MAX_FRAME_MS", "Listing", "MangoHudSource", "app_of_log", "list_logs"]
 
 log = logging.getLogger(__name__)
 
@@ -48,31 +51,75 @@ IDLE_CLOSE_S = 30.0
 WHOLE_SLACK_S = 0.5
 """How much more than the time since the folder was last listed a new log's rows may span and
 still be live (MangoHud's start, govd's own delay). Units: s."""
+HISTORY_READ_BYTES = 1 << 20
+"""Bytes of history (rows from before govd's first look: counted, never parsed) read per drain
+over all logs, beside ``max_read_bytes``: hours of a game's log at govd's start pass in a few
+drains, at a split's cost (~1 ms a MiB). Units: bytes."""
+MAX_OPEN_LOGS = 32
+"""Logs kept open between drains; past that each is closed after its read (and reopened at its
+offset): whoever writes the folder must not exhaust govd's open-files limit."""
+MAX_LOGS_PER_DRAIN = 64
+"""Logs read per drain; the others wait their turn (round robin), so thousands of growing logs
+cost a tick a bounded time."""
+MAX_PROBLEMS = 10
+"""Problems with logs said per `PROBLEMS_EVERY_S` (the rest counted and summed up in one line)
+and kept for `govd status` (the latest): a folder of broken logs must not flood either."""
+PROBLEMS_EVERY_S = 60.0
+"""The window of `MAX_PROBLEMS`. Units: s."""
+MAX_PROBLEM_CHARS = 300
+"""Longest problem line; longer ones (a header echoed) are cut."""
+MAX_APPS_SHOWN = 16
+"""Programs `report` names (those with most frames): a folder of thousands of logs must not make
+a status line of thousands of names."""
+MAX_FOLDER_ENTRIES = 2000
+"""Folder entries looked at per listing (a week of logs of a busy player is hundreds): whoever
+writes the folder must not make each listing cost seconds with a million files (100 000 logs
+cost 0.72 s a listing on the 2-core build machine, these 2000 about 15 ms)."""
 SETUP_HINT = "see the README, 'Frames from games (MangoHud)'"
 
 
-def list_logs(folder: Path) -> dict[Path, tuple[int, int]]:
-    """MangoHud logs in ``folder`` (``*_summary.csv`` excluded) → (inode, size in bytes).
-    Raises OSError when the folder cannot be listed."""
-    found: dict[Path, tuple[int, int]] = {}
+@dataclass
+class Listing:
+    """What one look at the MangoHud folder found."""
+
+    logs: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    """Each log → (inode, size in bytes)."""
+    links: list[Path] = field(default_factory=list)
+    """``*.csv`` symbolic links, not followed: whoever writes the folder could point govd, which
+    runs as root, at any file."""
+    cut: bool = False
+    """The folder holds more entries than were looked at."""
+
+
+def list_logs(folder: Path, max_entries: int | None = None) -> Listing:
+    """MangoHud logs in ``folder`` (``*_summary.csv`` excluded), among its first
+    ``max_entries`` entries (None: all). Raises OSError when the folder cannot be listed."""
+    listing = Listing()
     with os.scandir(folder) as entries:
-        for entry in entries:
+        for seen, entry in enumerate(entries):
+            if max_entries is not None and seen >= max_entries:
+                listing.cut = True
+                break
             if not entry.name.endswith(".csv") or entry.name.endswith("_summary.csv"):
                 continue
             try:
-                if entry.is_file():
+                if entry.is_symlink():
+                    listing.links.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
                     st = entry.stat()
-                    found[Path(entry.path)] = (st.st_ino, st.st_size)
+                    listing.logs[Path(entry.path)] = (st.st_ino, st.st_size)
             except OSError:
                 continue
-    return found
+    return listing
 
 
 class MangoHudSource(FrameSource):
     """Frames from every MangoHud log growing in ``folder``.
 
     ``rescan_s``: how often the folder is listed (s; 0 = every `drain`); ``max_read_bytes``: bytes
-    read per log per `drain`; ``clock``: a monotonic clock (s).
+    read per `drain` over all logs, shared evenly between the logs read (a real log grows a few
+    kB a tick; a sparse terabyte or dozens of big logs must not cost a tick megabytes);
+    ``clock``: a monotonic clock (s).
     """
 
     def __init__(
@@ -80,7 +127,7 @@ class MangoHudSource(FrameSource):
         folder: str | Path,
         *,
         rescan_s: float = 1.0,
-        max_read_bytes: int = 1 << 20,
+        max_read_bytes: int = 1 << 16,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.folder = Path(folder)
@@ -101,17 +148,41 @@ class MangoHudSource(FrameSource):
         self._counts: Counter[str] = Counter()
         self._frames_by_app: dict[str, float] = {}
         self._last_frame_s = -math.inf
+        self._turn = 0
+        """Where the next drain starts in the active logs when it cannot read them all."""
         self._folder_problem: str | None = None
-        self._reported: set[str] = set()
-        self.errors: list[str] = []
-        """Problems with logs reported so far, each once (also logged as warnings)."""
+        self._reported: dict[str, None] = {}
+        """Problems said, in order (a bounded set: the oldest are forgotten past its size)."""
+        self.errors: deque[str] = deque(maxlen=MAX_PROBLEMS)
+        """The latest problems with logs, each once (also logged as warnings)."""
+        self._window_s = -math.inf
+        self._said = self._unsaid = 0
 
     # -- problems --------------------------------------------------------------------------------
     def _report(self, message: str) -> None:
-        if message not in self._reported:
-            self._reported.add(message)
-            self.errors.append(message)
+        """Say a problem once, at most `MAX_PROBLEMS` a `PROBLEMS_EVERY_S` (what whoever writes
+        the folder puts in a log's header must not flood the journal: each is cut short too)."""
+        message = one_line(message)  # file names are whoever writes the folder's choice
+        if len(message) > MAX_PROBLEM_CHARS:
+            message = message[:MAX_PROBLEM_CHARS - 1] + "…"
+        if message in self._reported:
+            return
+        self._reported[message] = None
+        if len(self._reported) > 64 * MAX_PROBLEMS:
+            del self._reported[next(iter(self._reported))]
+        self.errors.append(message)
+        now_s = self._clock()
+        if now_s >= self._window_s + PROBLEMS_EVERY_S:
+            if self._unsaid:
+                log.warning("%d more problems with MangoHud logs were not said (at most %d "
+                            "every %g s); the latest are in `govd status`", self._unsaid,
+                            MAX_PROBLEMS, PROBLEMS_EVERY_S)
+            self._window_s, self._said, self._unsaid = now_s, 0, 0
+        if self._said < MAX_PROBLEMS:
+            self._said += 1
             log.warning("%s", message)
+        else:
+            self._unsaid += 1
 
     def _folder_failed(self, exc: OSError) -> None:
         self._counts["folder_unreadable"] += 1
@@ -132,10 +203,17 @@ class MangoHudSource(FrameSource):
     # -- the folder ------------------------------------------------------------------------------
     def _scan(self, now_s: float) -> None:
         try:
-            found = list_logs(self.folder)
+            listing = list_logs(self.folder, MAX_FOLDER_ENTRIES)
         except OSError as exc:
             self._folder_failed(exc)
             return
+        for link in listing.links:
+            self._report(f"{link}: a symbolic link, not followed: govd reads only regular files "
+                         "in the MangoHud folder")
+        if listing.cut:
+            self._report(f"MangoHud folder {self.folder} holds more than {MAX_FOLDER_ENTRIES} "
+                         "files: govd looks at the first only; remove old logs")
+        found = listing.logs
         if self._folder_problem is not None:
             log.info("MangoHud folder %s can be read again", self.folder)
             self._folder_problem = None
@@ -152,13 +230,18 @@ class MangoHudSource(FrameSource):
                     self._active[path] = now_s
             elif self._sizes.get(path) != (inode, size):
                 self._active.setdefault(path, now_s)
-        for path in set(self._logs) - set(found):
+        removed = set(self._logs) - set(found)
+        for path in removed:
             gone = self._logs.pop(path)
             gone.close()
             self._counts.update(gone.counts)
             self._active.pop(path, None)
             self._new.pop(path, None)
             self._stale.discard(path)
+        if removed:  # programs whose every log is gone are forgotten
+            alive = {mango.app for mango in self._logs.values()}
+            for app in [app for app in self._frames_by_app if app not in alive]:
+                del self._frames_by_app[app]
         self._sizes = found
         self._listed_s = now_s
 
@@ -170,10 +253,18 @@ class MangoHudSource(FrameSource):
             self._next_scan_s = now_s + self.rescan_s
             self._scan(now_s)
         frames: list[Frame] = []
-        for path in list(self._active):
+        active = list(self._active)
+        if len(active) > MAX_LOGS_PER_DRAIN:  # round robin: each log gets its turn
+            start = self._turn % len(active)
+            active = (active[start:] + active[:start])[:MAX_LOGS_PER_DRAIN]
+            self._turn = start + MAX_LOGS_PER_DRAIN
+        keep_open = len(self._active) <= MAX_OPEN_LOGS
+        share = max(1, self.max_read_bytes // max(1, len(active)))
+        history_share = HISTORY_READ_BYTES // max(1, len(active))
+        for path in active:
             mango = self._logs[path]
             before = mango.offset
-            got = mango.read(self.max_read_bytes)
+            got = mango.read(share, history_share)
             if path in self._new and (mango.counts["rows"] or mango.version is not None):
                 self._judge(mango, now_s - self._new.pop(path))
             if path in self._stale:
@@ -184,6 +275,8 @@ class MangoHudSource(FrameSource):
             elif now_s - self._active[path] > IDLE_CLOSE_S:
                 mango.close()
                 del self._active[path]
+            if not keep_open:
+                mango.close()
             frames.extend(got)
         for frame in frames:
             self._frames_by_app[frame.app] = self._frames_by_app.get(frame.app, 0.0) + frame.count
@@ -219,16 +312,18 @@ class MangoHudSource(FrameSource):
 
     def problems(self) -> list[str]:
         """What the user must change, one line each (the folder first, while it is unreadable)."""
-        return ([self._folder_problem] if self._folder_problem else []) + self.errors
+        return ([self._folder_problem] if self._folder_problem else []) + list(self.errors)
 
     def report(self) -> dict[str, Any]:
         """For `govd status`: problems, whether frames are live, frames per program (rounded;
-        a sampled log's rows count for the frames they stand for) and which logs are sampled."""
+        a sampled log's rows count for the frames they stand for; the `MAX_APPS_SHOWN` with
+        most) and which logs are sampled."""
         return {
             "problems": self.problems(),
             "live": self.live,
-            "frames_by_app": {app: round(n) for app, n in self._frames_by_app.items()},
-            "sampled": sorted({m.app for m in self._logs.values() if m.sampled}),
+            "frames_by_app": {app: round(n) for app, n in sorted(
+                self._frames_by_app.items(), key=lambda item: -item[1])[:MAX_APPS_SHOWN]},
+            "sampled": sorted({m.app for m in self._logs.values() if m.sampled})[:MAX_APPS_SHOWN],
         }
 
     def stats(self) -> dict[str, int]:

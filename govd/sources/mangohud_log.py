@@ -23,7 +23,9 @@ How rows become frames:
   many frame times (ratio ≈ 24 at 240 FPS and 100 ms). A row whose ``Δelapsed / frametime`` is
   below `SAMPLED_RATIO` is one frame; above it the row stands for the frames presented in
   ``Δelapsed`` (``Δelapsed · fps``, or ``Δelapsed / frametime`` without an ``fps`` column), so a
-  sampled log never counts its samples as frames.
+  sampled log never counts its samples as frames. A ``Δelapsed`` over `MAX_FRAME_MS` is a pause,
+  one frame; frame times under `MIN_FRAME_MS` and ``fps`` over its inverse are garbage, so a row
+  never stands for more than ``MAX_FRAME_MS / MIN_FRAME_MS`` frames.
 
 Robustness: a partial last line waits for its newline; a row with the wrong number of fields or an
 unusable frame time is skipped and counted; a log replaced (new inode) or truncated is read again
@@ -42,10 +44,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from govd.sources.base import Frame
+from govd.sources.base import Frame, one_line
 
 MAX_FRAME_MS = 10_000.0
-"""Longest frame time accepted. Units: ms."""
+"""Longest frame time accepted, and the longest gap between two rows that stands for frames
+(a longer one is a pause: the game stopped, its clock jumped). Units: ms."""
+MIN_FRAME_MS = 0.01
+"""Shortest frame time accepted: 100 000 presents a second is beyond any display path, even an
+uncapped glxgears; shorter is garbage, and would make a sampled row stand for frames without
+bound. ``fps`` above its inverse is unusable. Units: ms."""
 MAX_LINE_BYTES = 65536
 """A line longer than this without a newline is garbage and is dropped."""
 SAMPLED_RATIO = 1.5
@@ -53,14 +60,15 @@ SAMPLED_RATIO = 1.5
 FIRST_STREAMING = (0, 6, 9)
 """The first MangoHud version that writes rows while logging (≤ 0.6.8 writes the file at stop)."""
 _MS_US_THRESHOLD = math.sqrt(1e3 * 1e6)  # frametime·fps: ~1e3 when in ms, ~1e6 when in µs
-_FILE_NAME = re.compile(r"(?P<app>.+)_\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}\.csv")
+_FILE_NAME = re.compile(r"(?P<app>.+)_\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}\.csv", re.DOTALL)
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 
 
 def app_of_log(path: Path) -> str:
-    """The program name in a MangoHud log's file name (the whole stem when it does not match)."""
+    """The program name in a MangoHud log's file name (the whole stem when it does not match),
+    printable (see `one_line`)."""
     match = _FILE_NAME.fullmatch(path.name)
-    return match["app"] if match else path.stem
+    return one_line(match["app"] if match else path.stem)
 
 
 class MangoHudLog:
@@ -94,6 +102,9 @@ class MangoHudLog:
         self._offset = 0
         self._skip_to = skip_to
         self._partial = b""
+        self._dropping = False
+        self._said_bad_row = False
+        """Inside a line longer than `MAX_LINE_BYTES`: bytes up to its newline are dropped."""
         self._columns: list[str] | None = None
         self._usable = True
         self._after_os_line = False
@@ -120,7 +131,7 @@ class MangoHudLog:
     def _opened(self) -> BinaryIO | None:
         """The open file, reopened (or read again from the start when replaced or truncated)."""
         try:
-            on_disk = os.stat(self.path)
+            on_disk = os.lstat(self.path)
         except OSError:
             return self._file  # removed: read what is left in the open file
         if self._inode is not None and on_disk.st_ino != self._inode:
@@ -137,27 +148,36 @@ class MangoHudLog:
                 self._report(f"{self.path}: cannot open: {exc.strerror or exc}")
                 return None
             self._inode = os.fstat(self._file.fileno()).st_ino
-            self._file.seek(self._offset)
-            self._partial = b""
+            # On from the partial line kept: a line longer than one read must not start over
+            # at each reopen (logs are closed after each read when many grow at once).
+            self._file.seek(self.offset)
         return self._file
 
     # -- rows ------------------------------------------------------------------------------------
-    def read(self, max_bytes: int) -> list[Frame]:
-        """Frames of the complete rows appended since the last call (at most ``max_bytes`` read)."""
+    def read(self, max_bytes: int, history_bytes: int = 0) -> list[Frame]:
+        """Frames of the complete rows appended since the last call (at most ``max_bytes`` read,
+        and up to ``history_bytes`` more while rows before ``skip_to`` are left: those are only
+        counted, which costs a split, not a parse)."""
         file = self._opened()
         if file is None:
             return []
+        if self._columns is not None:
+            max_bytes += max(0, min(history_bytes, self._skip_to - self.offset))
         try:
             chunk = file.read(max_bytes)
         except OSError as exc:
             self._report(f"{self.path}: read failed: {exc.strerror}")
             return []
-        lines = (self._partial + chunk).split(b"\n")
-        self._partial = lines.pop()  # incomplete until its newline arrives
-        if len(self._partial) > MAX_LINE_BYTES:
-            self.counts["bad_rows"] += 1
-            self._offset += len(self._partial)
+        data = self._partial + chunk
+        if self._dropping:  # the rest of an overlong line: its tail is no row either
+            end = data.find(b"\n")
+            self._offset += len(data) if end < 0 else end + 1
             self._partial = b""
+            if end < 0:
+                return []
+            data, self._dropping = data[end + 1:], False
+        lines = data.split(b"\n")
+        self._partial = lines.pop()  # incomplete until its newline arrives
         frames: list[Frame] = []
         for raw in lines:
             self._offset += len(raw) + 1
@@ -167,6 +187,12 @@ class MangoHudLog:
             frame = self._line(raw.rstrip(b"\r").decode("utf-8", "replace").strip())
             if frame is not None:
                 frames.append(frame)
+        # After the complete lines: `_offset` must count them before the dropped bytes.
+        if len(self._partial) > MAX_LINE_BYTES:
+            self.counts["bad_rows"] += 1
+            self._offset += len(self._partial)
+            self._partial = b""
+            self._dropping = True
         return frames
 
     def _line(self, text: str) -> Frame | None:
@@ -178,10 +204,26 @@ class MangoHudLog:
         if not self._usable:
             return None
         self.counts["rows"] += 1
-        frame = self._frame(text.split(","))
+        fields = text.split(",")
+        frame = self._frame(fields)
         if frame is None:
             self.counts["bad_rows"] += 1
+            # Said once per log, from its second bad row: MangoHud's first frametime counts
+            # from the program's start (seconds), a bad row in every real log.
+            if not self._said_bad_row and self.counts["bad_rows"] >= 2:
+                self._said_bad_row = True
+                self._report(f"{self.path}: rows govd cannot use are skipped (counted as "
+                             f"bad_rows), e.g. {self._why_bad(fields)}")
         return frame
+
+    def _why_bad(self, fields: list[str]) -> str:
+        assert self._columns is not None
+        if len(fields) != len(self._columns):
+            return f"{len(fields)} fields where the header has {len(self._columns)}"
+        values = dict(zip(self._columns, fields, strict=True))
+        return (f"frametime {values.get('frametime', '')[:20]!r}, fps "
+                f"{values.get('fps', '')[:20]!r}: no frame time from {MIN_FRAME_MS:g} to "
+                f"{MAX_FRAME_MS:g} ms")
 
     def _preamble_or_header(self, text: str) -> None:
         if self._after_os_line:  # the system-information values under "os,cpu,..."
@@ -216,9 +258,11 @@ class MangoHudLog:
             return None
         values = dict(zip(self._columns, fields, strict=True))
         fps = _number(values.get("fps"))
+        if fps is not None and not 0 < fps <= 1000.0 / MIN_FRAME_MS:
+            fps = None  # garbage (1e308 would make a sampled row stand for infinite frames)
         frametime = _number(values.get("frametime"))
         if frametime is None:
-            if "frametime" in values or fps is None or fps <= 0:
+            if "frametime" in values or fps is None:
                 return None
             frame_ms = 1000.0 / fps
         else:
@@ -227,7 +271,7 @@ class MangoHudLog:
             if self._scale_to_ms is None:
                 self._scale_to_ms = _scale_to_ms(frametime, fps)
             frame_ms = frametime * self._scale_to_ms
-        if not (0 < frame_ms <= MAX_FRAME_MS):
+        if not (MIN_FRAME_MS <= frame_ms <= MAX_FRAME_MS):
             return None
         return Frame(gpu_time_ms=frame_ms, app=self.app,
                      count=self._frames_in_row(_number(values.get("elapsed")), frame_ms, fps))
@@ -243,10 +287,13 @@ class MangoHudLog:
         if previous is None or elapsed_ns <= previous:
             return 1.0
         gap_ms = (elapsed_ns - previous) / 1e6
-        if gap_ms / frame_ms < SAMPLED_RATIO:
+        # A gap longer than any frame or sample interval is a pause (or a clock that leapt):
+        # the frames in it, if any, are not this row's. Bounded so, with frame_ms and fps
+        # bounded by MIN_FRAME_MS, a row stands for at most MAX_FRAME_MS / MIN_FRAME_MS frames.
+        if gap_ms / frame_ms < SAMPLED_RATIO or gap_ms > MAX_FRAME_MS:
             return 1.0
         self.sampled = True
-        return gap_ms * fps / 1000.0 if fps is not None and fps > 0 else gap_ms / frame_ms
+        return gap_ms * fps / 1000.0 if fps is not None else gap_ms / frame_ms
 
     @property
     def writes_at_stop(self) -> bool:
@@ -260,8 +307,9 @@ class MangoHudLog:
 def _open_regular(path: Path) -> BinaryIO:
     """``path`` opened for reading; OSError unless it is a regular file. Opened non-blocking and
     checked after opening: a FIFO put in the log's place would otherwise block `read` until
-    someone writes to it."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    someone writes to it. A symbolic link is refused (ELOOP): whoever writes the folder could
+    point govd, which runs as root, at any file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError("not a regular file")

@@ -5,8 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from govd.sources.base import one_line
+
 FORGET_AFTER_S = 10.0
 """A sender silent this long is forgotten (its pid may be reused by another process). Units: s."""
+NAME_TTL_S = 1.0
+"""How long a sender's process name is trusted before ``/proc/<pid>/comm`` is read again: its
+pid may go to another program meanwhile. Units: s."""
 UNLIMITED = 1 << 62
 """`Senders.allowance` with the limit disabled: more lines than any datagram holds."""
 
@@ -16,6 +21,7 @@ class _Sender:
     tokens: float
     last_s: float
     name: str | None = None
+    named_s: float = 0.0
 
 
 class Senders:
@@ -73,17 +79,19 @@ class Senders:
         return True
 
     def name(self, pid: int, now_s: float) -> str:
-        """The process name of ``pid`` (``/proc/<pid>/comm``), cached; "" when it cannot be read
-        (the process has exited, or pid is 0 because the kernel sent no credentials)."""
+        """The process name of ``pid`` (``/proc/<pid>/comm``), cached for `NAME_TTL_S`; "" when
+        it cannot be read (the process has exited, or pid is 0 because the kernel sent no
+        credentials)."""
         if pid <= 0:
             return ""
         sender = self._sender(pid, now_s)
-        if sender.name is None:
+        if sender.name is None or now_s - sender.named_s > NAME_TTL_S:
+            sender.named_s = now_s
             try:
                 comm = (self.proc_root / str(pid) / "comm").read_bytes()
             except OSError:
                 comm = b""
-            sender.name = comm.decode("utf-8", "replace").strip()
+            sender.name = one_line(comm.decode("utf-8", "replace").strip())
         return sender.name
 
     def forget_idle(self, now_s: float) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import grp
 import logging
+import math
 import os
 import socket
 import stat
@@ -51,6 +52,20 @@ DEFAULT_PATH = Path("/run/govd/frames.sock")
 SOCKET_MODE = 0o660
 DRAIN_BUDGET_S = 0.004
 """The most `drain` spends reading the kernel queue, inside the tick. Units: s."""
+WARN_EVERY_S = 60.0
+"""Each kind of bad input is said in the journal at most once this often (with how many came
+since): a hostile sender must not flood the journal. Units: s of the source's clock."""
+_SAY = {
+    "rejected_sender": "datagram(s) refused: the sender is in neither frames.socket.allow_uids "
+                       "nor allow_gids",
+    "no_credentials": "datagram(s) without whole credentials (other ancillary data beside them, "
+                      "e.g. file descriptors, which are not taken): sender unknown",
+    "truncated": "datagram(s) longer than {size} bytes, cut (their last line dropped)",
+    "rate_limited": "line(s) past the sender's budget (frames.socket.rate_fps, burst), not parsed",
+    "queue_full": "frame(s) past frames.socket.max_queue in one tick, dropped",
+    "over_budget": "line(s) past one tick's parse budget, not parsed",
+}
+"""What each counter means, for the journal line; ``dropped_<reason>`` is said from its reason."""
 _UCRED = struct.Struct("iII")  # struct ucred: pid_t pid; uid_t uid; gid_t gid
 # Plain ints: socket.MSG_* are IntFlag members, whose ``&`` runs in Python (three calls a test,
 # two tests a datagram).
@@ -104,6 +119,10 @@ class SocketSource(FrameSource):
         self._refill_budgets()
         self._senders = Senders(rate_fps, burst, Path(proc_root))
         self._counts: Counter[str] = Counter()
+        self._unsaid: Counter[str] = Counter()
+        """Bad input of each kind since its last journal line."""
+        self._quiet_until: dict[str, float] = {}
+        """Kind of bad input → when it may be said again (s, the source's clock)."""
         self._queue: list[Frame] = []
         self._bound: tuple[int, int] | None = None
         """(st_dev, st_ino) of the socket file this source created; only that inode is removed."""
@@ -222,12 +241,15 @@ class SocketSource(FrameSource):
             pid, uid, gid = _credentials(ancdata, flags)
         if pid == 0:
             counts["no_credentials"] += 1
+            self._say("no_credentials", 1, pid, uid, now_s)
         allow_uids, allow_gids = self.allow_uids, self.allow_gids
         if (allow_uids or allow_gids) and uid not in allow_uids and gid not in allow_gids:
             counts["rejected_sender"] += 1
+            self._say("rejected_sender", 1, pid, uid, now_s)
             return
         if flags & _MSG_TRUNC:
             counts["truncated"] += 1
+            self._say("truncated", 1, pid, uid, now_s)
             data = data[: data.rfind(b"\n") + 1]  # the cut line is incomplete; drop it
         # Split in C, then parse in Python only as many lines as the sender may send now and
         # this tick may still parse: the rest is counted by reason, never parsed, so a 64 KiB
@@ -240,6 +262,7 @@ class SocketSource(FrameSource):
         budget = min(allowance, self._parse_left)
         max_queue = self.max_queue
         parsed = accepted = 0
+        name: str | None = None
         for raw in parts:
             if parsed >= budget or len(frames) >= max_queue:
                 break
@@ -250,11 +273,14 @@ class SocketSource(FrameSource):
                 line = parse_frame_line(raw)
             except LineRejected as exc:
                 counts[f"dropped_{exc.reason}"] += 1
+                self._say(f"dropped_{exc.reason}", 1, pid, uid, now_s)
                 continue
             app = line.app
-            frames.append(Frame(line.gpu_time_ms, pid, uid,
-                                senders.name(pid, now_s) if app is None else app,
-                                line.target_fps, line.device))
+            if app is None:  # the process name, looked up once a datagram
+                if name is None:
+                    name = senders.name(pid, now_s)
+                app = name
+            frames.append(Frame(line.gpu_time_ms, pid, uid, app, line.target_fps, line.device))
             accepted += 1
         if accepted:
             counts["accepted"] += accepted
@@ -265,6 +291,23 @@ class SocketSource(FrameSource):
             reason = ("queue_full" if len(frames) >= self.max_queue
                       else "rate_limited" if parsed >= allowance else "over_budget")
             counts[reason] += left
+            self._say(reason, left, pid, uid, now_s)
+
+    def _say(self, kind: str, count: int, pid: int, uid: int, now_s: float) -> None:
+        """Count ``count`` of bad input ``kind`` (a `stats` key) from ``pid``/``uid`` for the
+        journal, and say it in one line when that kind was not said in the last `WARN_EVERY_S`
+        (with how many came since): one line a minute per kind, whatever a sender sends."""
+        self._unsaid[kind] += count
+        if now_s < self._quiet_until.get(kind, -math.inf):
+            return
+        self._quiet_until[kind] = now_s + WARN_EVERY_S
+        what = (f"line(s) dropped: {kind.removeprefix('dropped_')} (the protocol: "
+                "F <gpu_time_us> [key=value ...])" if kind.startswith("dropped_")
+                else _SAY[kind].format(size=self.max_datagram_bytes))
+        log.warning("frame socket %s: %d %s; the last from pid %d (%s) uid %d; said again in "
+                    "%g s at the earliest, counted in `govd status` meanwhile", self.path,
+                    self._unsaid.pop(kind), what, pid, self._senders.name(pid, now_s) or "?",
+                    uid, WARN_EVERY_S)
 
     def stats(self) -> dict[str, int]:
         """Counters: ``datagrams``, ``lines``, ``accepted``, ``dropped_<reason>`` (see

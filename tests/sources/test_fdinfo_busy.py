@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from govd.sources.fdinfo import PIDS_PER_SAMPLE, DrmBusyMeter, parse_fdinfo, pci_slot
+from govd.sources.fdinfo import (
+    FDS_PER_SAMPLE,
+    MAX_DRM_FILES,
+    PIDS_PER_SAMPLE,
+    DrmBusyMeter,
+    parse_fdinfo,
+    pci_slot,
+)
 
 FIXTURES = Path(__file__).with_name("fdinfo")
 
@@ -210,3 +217,56 @@ def test_many_processes_are_looked_at_a_batch_per_sample(tmp_path: Path) -> None
     now[0] = 0.05
     meter.sample()
     assert meter.counts["clients"] == count
+
+
+def test_process_with_many_open_files_is_looked_at_over_several_samples(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Any user may hold half a million descriptors open: a readlink each in one tick would
+    # stall the loop for seconds (every RESCAN_S).
+    import govd.sources.fdinfo as fdinfo
+
+    proc, now = FakeProc(tmp_path / "proc"), [0.0]
+    text = fixture("amdgpu")
+    hoarder = proc.root / "1000" / "fd"
+    hoarder.mkdir(parents=True)
+    for fd in range(3 * FDS_PER_SAMPLE):
+        os.symlink("/dev/null", hoarder / str(fd + 100))
+    proc.open(1000, 3 * FDS_PER_SAMPLE + 100, text)
+    proc.open(1001, 3, text.replace("drm-client-id:\t12", "drm-client-id:\t13"))
+    links = [0]
+    real_readlink = os.readlink
+
+    def counted(path: object) -> str:
+        links[0] += 1
+        return real_readlink(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fdinfo.os, "readlink", counted)
+    meter = DrmBusyMeter(pdev="0000:03:00.0", proc=proc.root, clock=lambda: now[0])
+    for _ in range(6):
+        links[0] = 0
+        meter.sample()
+        assert links[0] <= FDS_PER_SAMPLE
+        now[0] += 0.05
+    assert meter.counts["clients"] == 2
+
+
+def test_thousands_of_drm_files_cost_a_bounded_read_per_sample_and_are_said_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The render node is open to every user: one process opening it thousands of times made
+    # every tick read thousands of fdinfo files.
+    proc, now = FakeProc(tmp_path / "proc"), [0.0]
+    text = fixture("amdgpu")
+    game = text.replace("drm-client-id:\t12", "drm-client-id:\t7")
+    proc.open(999, 3, game)  # the game, looked at first
+    for fd in range(MAX_DRM_FILES + 500):
+        proc.open(1000, fd + 3, text.replace("drm-client-id:\t12", f"drm-client-id:\t{fd + 100}"))
+    meter = DrmBusyMeter(pdev="0000:03:00.0", proc=proc.root, clock=lambda: now[0])
+    for _ in range(8):
+        meter.sample()
+        now[0] += 0.05
+    assert meter.counts["clients"] <= MAX_DRM_FILES
+    assert meter.counts["drm_files_over"] > 0
+    assert "7" in {key[2] for key in meter._before or {}}  # the game's one file is read
+    assert len(meter.problems()) == 1 and "\n" not in meter.problems()[0]
+    said = [r for r in caplog.records if "DRM" in r.getMessage()]
+    assert len(said) == 1

@@ -166,7 +166,8 @@ def test_log_written_whole_at_stop_is_reported_and_none_of_its_rows_counted(
         log.write_bytes(data[:cut])
         assert src.drain() == []
         append(log, data[cut:])
-        assert src.drain() == []
+        for _ in range(len(data) // src.max_read_bytes + 1):  # a bounded read per drain
+            assert src.drain() == []
     problems = src.problems()
     assert len(problems) == 1 and "0.6.9" in problems[0] and "busy time" in problems[0]
     assert f"({said})" in problems[0]

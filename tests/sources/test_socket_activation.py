@@ -88,3 +88,9 @@ def _as_fd_three(fd: int) -> Callable[[], None]:
         os.set_inheritable(3, True)
 
     return child
+
+
+def test_count_beyond_the_open_files_limit_is_malformed_not_a_memory_error() -> None:
+    huge = str(10**17)
+    assert listen_fds({"LISTEN_PID": "42", "LISTEN_FDS": huge}, pid=42) == []
+    assert listen_fds({"LISTEN_FDS": huge}, pid=42) == []

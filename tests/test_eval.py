@@ -121,3 +121,26 @@ def test_records_and_table_carry_the_documented_keys() -> None:
     assert records[1]["time_mape"] is None  # ondemand uses no model: no model metrics
     text = table(records)
     assert "energy" in text and "ondemand" in text
+
+
+def test_a_sweep_of_every_pair_an_nvml_gpu_offers_is_evaluated_not_refused() -> None:
+    """A full (core, memory) sweep of an NVML GPU holds 400-odd pairs; the model took 256
+    levels at most, so `govd eval` refused such a table. 1 024 is the bound now, and a table
+    beyond it gets one clear message."""
+    from govd.model.settings import MAX_LEVELS
+
+    rng = np.random.default_rng(5)
+    levels = np.linspace(210.0, 1980.0, 450)
+    share = rng.uniform(0.2, 0.9, (60, 1))
+    time_ms = 20.0 * (1.0 - share + share * levels[-1] / levels)
+    power_w = 60.0 + 200.0 * (levels / levels[-1]) ** 2 * np.ones((60, 1))
+    big = SweepTable(levels, time_ms, power_w)
+    ((name, _, run, sc),) = evaluate([big], ["energy"], Target(max_slowdown=0.1))
+    assert name == "energy" and len(run.levels) == 60
+    assert min(run.levels) >= 0 and max(run.levels) < levels.size
+    assert math.isfinite(sc.energy_ratio)
+    too_many = np.linspace(100.0, 3000.0, MAX_LEVELS + 1)
+    with pytest.raises(ValueError, match=f"need 2..{MAX_LEVELS} levels, got {MAX_LEVELS + 1}"):
+        evaluate([SweepTable(too_many, np.ones((3, too_many.size)),
+                             np.ones((3, too_many.size)))], ["energy"],
+                 Target(max_slowdown=0.1))

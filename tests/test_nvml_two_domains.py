@@ -37,17 +37,17 @@ def test_levels_are_every_supported_pair_sorted_by_core_then_memory(nvml: FakeNv
     assert got["reason"] == ""
 
 
-def test_more_pairs_than_the_model_takes_are_thinned_evenly_keeping_the_extremes(
+def test_more_pairs_than_the_daemon_governs_are_thinned_evenly_keeping_the_extremes(
         nvml: FakeNvml) -> None:
     nvml.configure({"arch": "ada", "root": 1})  # 309 + 107 pairs at 7 and 8 MHz steps
     got = nvml.report("""
-        from govd.model.settings import MAX_LEVELS
+        from govd.device.nvml import GOVERNED_LEVELS
         (gpu,) = discover_nvml()
         pairs = list(zip(gpu.levels_mhz.tolist(), gpu.mem_levels_mhz.tolist()))
         gpu.set_pair(*pairs[len(pairs) // 3])
         r = gpu.read()
         gpu.restore()
-        report(pairs=pairs, most=MAX_LEVELS, chosen=pairs[len(pairs) // 3],
+        report(pairs=pairs, most=GOVERNED_LEVELS, chosen=pairs[len(pairs) // 3],
                running=[r.freq_mhz, r.mem_freq_mhz])
     """)
     pairs = got["pairs"]

@@ -52,11 +52,16 @@ from govd.device.base import (
     WriteRefused,
 )
 from govd.device.nvml_calls import SESSION, nvml_call, nvml_code
-from govd.model.settings import MAX_LEVELS
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+GOVERNED_LEVELS = 256
+"""Most levels (or (core, memory) pairs) the daemon governs on one GPU: its tick predicts
+every level and refreshes the power shape over every pair of them, so an H100's 400-odd
+pairs are thinned evenly in core clock, the extremes kept (a model takes up to
+`govd.model.settings.MAX_LEVELS`, what `govd eval` reads from a full sweep)."""
 
 _ARCH_NAMES = {
     pynvml.NVML_DEVICE_ARCH_KEPLER: "Kepler",
@@ -188,10 +193,10 @@ class NvmlDevice(Device):
 
     def _two_domains(self) -> None:
         """Levels: every supported (core, memory) pair, thinned evenly in core clock where there
-        are more than the model takes (`MAX_LEVELS`)."""
+        are more than the daemon governs (`GOVERNED_LEVELS`)."""
         graphics = {int(m): self._graphics_levels(int(m)) for m in self._mem_clocks}
         total = sum(len(clocks) for clocks in graphics.values())
-        step = math.ceil(total / (MAX_LEVELS - len(graphics)))
+        step = math.ceil(total / (GOVERNED_LEVELS - len(graphics)))
         self._graphics = {m: _thinned(clocks, step) for m, clocks in graphics.items()}
         pairs = sorted((core, m) for m, clocks in self._graphics.items() for core in clocks)
         self._levels = np.array([core for core, _ in pairs], dtype=np.float64)
@@ -202,7 +207,7 @@ class NvmlDevice(Device):
         not governed ("" when there is only one)."""
         top = int(self._mem_clocks[-1])
         clocks = self._graphics[top] if top in self._graphics else self._graphics_levels(top)
-        self._graphics = {top: _thinned(clocks, math.ceil(len(clocks) / MAX_LEVELS))}
+        self._graphics = {top: _thinned(clocks, math.ceil(len(clocks) / GOVERNED_LEVELS))}
         self._levels = self._graphics[top]
         self._mem_levels = None
         self._mem_note = f"{why}; graphics clock only, at memory {top} MHz" if why else ""

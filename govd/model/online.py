@@ -41,8 +41,8 @@ class OnlineModel:
         settings: ModelSettings | None = None,
         idle_power_w: float = math.nan,
     ) -> None:
-        """``levels_mhz``: every level, ascending (2..256). ``idle_power_w``: known idle power
-        (W), or NaN to use the learned static term."""
+        """``levels_mhz``: every level, ascending (2..`MAX_LEVELS`). ``idle_power_w``: known
+        idle power (W), or NaN to use the learned static term."""
         self.settings = settings = settings or ModelSettings()
         lv = self._level_table(levels_mhz, settings)
         self.state = k.new_state(self.n_coefficients, lv.shape[1], lv.shape[0])

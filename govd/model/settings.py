@@ -16,7 +16,10 @@ from typing import Literal
 Algorithm = Literal["rls", "dcd"]
 Form = Literal["auto", "scaling", "seed"]
 
-MAX_LEVELS = 256
+MAX_LEVELS = 1024
+"""Most levels a model (and so `govd eval`) takes: a sweep of every (core, memory) pair an
+NVML GPU offers holds 400-500 of them. The daemon governs fewer (`govd.device.nvml`
+thins to ``GOVERNED_LEVELS``): a tick's cost grows with the levels."""
 MAX_COUNTERS = 32
 
 

@@ -128,7 +128,7 @@ class KernelSysfs(SysfsIO):
         return path.exists() and path not in self.read_only
 
     def value(self, path: Path) -> str:
-        return path.read_text().strip()
+        return path.read_bytes().decode(errors="replace").strip()
 
     def forget_writes(self) -> None:
         self.writes.clear()
@@ -179,7 +179,9 @@ def _pinned_pair_rules(
     def follow() -> None:
         low, high = int(kernel.value(min_path)), int(kernel.value(max_path))
         for act in act_paths:
-            act.write_text(f"{min(max(int(kernel.value(act)), low), high)}\n")
+            text = kernel.value(act)
+            if text.isdigit():  # garbage a test put there stays for the next read to meet
+                act.write_text(f"{min(max(int(text), low), high)}\n")
 
     def store(which: str) -> Rule:
         def rule(k: KernelSysfs, path: Path, value: str) -> str:

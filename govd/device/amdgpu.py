@@ -47,6 +47,12 @@ def parse_dpm_levels(text: str) -> tuple[list[float], int | None, float | None, 
     if not rows:
         raise ValueError(f"no clock levels in {text!r}")
     rows.sort()
+    # The index written back is the level's position: it is the driver's number only when the
+    # lines are numbered 0..n-1 (as amdgpu prints them); any other table would force a level
+    # the driver numbers differently.
+    if [tag for tag, _, _ in rows] != list(range(len(rows))):
+        raise ValueError(f"levels not numbered 0..{len(rows) - 1}: "
+                         f"{' '.join(str(tag) for tag, _, _ in rows)}")
     freqs = [mhz for _, mhz, _ in rows]
     running = [i for i, (_, _, star) in enumerate(rows) if star]
     current_mhz = sleeping_mhz if sleeping_mhz is not None else (
@@ -55,8 +61,11 @@ def parse_dpm_levels(text: str) -> tuple[list[float], int | None, float | None, 
     # Every discrete sclk table amdgpu prints has more than three levels; two or three lines are
     # the fine-grained min/(current)/max form, whose middle line is the running clock.
     fine = len(rows) <= 3
+    levels = [freqs[0], freqs[2]] if fine and len(rows) == 3 else freqs
+    if levels != sorted(levels):  # `levels_mhz` is ascending; nearest-level search relies on it
+        raise ValueError(f"clocks not ascending: {' '.join(f'{mhz:g}' for mhz in levels)} MHz")
     if fine and len(rows) == 3:
-        return [freqs[0], freqs[2]], None, current_mhz, True
+        return levels, None, current_mhz, True
     index = running[0] if running and sleeping_mhz is None else None
     return freqs, index, current_mhz, fine
 

@@ -183,6 +183,8 @@ class SysfsDevice(Device):
             return self.io.read_text(path)
         except OSError as exc:
             raise typed_error(exc, path, "read") from exc
+        except UnicodeDecodeError as exc:  # a ValueError: it would pass every DeviceError handler
+            raise DeviceError(f"read {path}: not text (byte {exc.start})") from exc
 
     def _read_optional_float(self, rel: str) -> float:
         """The number in the optional file ``rel``, NaN where the driver has none. Whether it
@@ -200,11 +202,16 @@ class SysfsDevice(Device):
             raise
 
     def _read_float(self, rel: str) -> float:
+        """The finite number in ``rel``: float() also takes "nan", "inf" and "1e400", which no
+        driver prints and which would reach the bounds and level arithmetic as NaN/inf."""
         text = self._read(rel)
         try:
-            return float(text)
+            value = float(text)
         except ValueError as exc:
             raise DeviceError(f"{self.path / rel}: expected a number, got {text!r}") from exc
+        if not math.isfinite(value):
+            raise DeviceError(f"{self.path / rel}: expected a finite number, got {text!r}")
+        return value
 
     def _write(self, rel: str, value: str | int) -> None:
         path = self._file(rel)

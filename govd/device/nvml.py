@@ -391,7 +391,10 @@ class NvmlDevice(Device):
         return device
 
     def restore(self) -> None:
-        """Reset to the driver default each clock domain govd locked (idempotent)."""
+        """Reset to the driver default each clock domain govd locked (idempotent). Every domain
+        is tried even when one fails: a failed memory reset must not leave the graphics lock
+        too. Raises the first failure after that (the failed domain is reset again next time)."""
+        failure: DeviceError | None = None
         for domain in _RESETS:
             if domain in self._written:
                 try:
@@ -400,6 +403,10 @@ class NvmlDevice(Device):
                     # a device reopened by `from_saved` resets both domains without knowing
                     # whether this GPU has a memory lock at all
                     log.debug("%s: no %s clock lock to reset", self.name, domain)
+                except DeviceError as exc:
+                    failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def _reset(self, domain: str) -> None:
         self._call(f"reset {domain} clock lock", _RESETS[domain], self._handle)

@@ -23,18 +23,30 @@ _REFUSED = {errno.EINVAL, errno.EACCES, errno.EPERM, errno.EBUSY, errno.EROFS, e
 _READ_BYTES = 8192
 """A sysfs attribute holds at most a page: one read(2) of this size takes it whole, and a
 shorter answer is the end of the file (no second read(2) to find the end)."""
-_O_READ = os.O_RDONLY | os.O_CLOEXEC
+MAX_ATTRIBUTE_BYTES = 1 << 16
+"""The most read from one file: a page on kernels with 64 KiB pages. A file longer than that is
+no sysfs attribute (/dev/zero linked in, a huge file in a tree given with --sysfs-root) and is
+refused rather than read whole every tick. Units: bytes."""
+# O_NONBLOCK: a FIFO in a tree given with --sysfs-root would otherwise block the open (and the
+# loop) until a writer came; sysfs and regular files ignore it.
+_O_READ = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 _O_WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC  # open(path, "w"), no inheriting
 
 
 def _read_to_end(fd: int, offset: int | None) -> bytes:
-    """Everything from ``offset`` (None: the fd's position) to the end of the file."""
+    """Everything from ``offset`` (None: the fd's position) to the end of the file, the first
+    `_READ_BYTES` having been read. Raises OSError (EFBIG) past `MAX_ATTRIBUTE_BYTES`."""
     chunks = []
+    total = _READ_BYTES  # what the caller read before
     while True:
         chunk = os.read(fd, _READ_BYTES) if offset is None else os.pread(fd, _READ_BYTES, offset)
         chunks.append(chunk)
+        total += len(chunk)
         if len(chunk) < _READ_BYTES:
             return b"".join(chunks)
+        if total > MAX_ATTRIBUTE_BYTES:
+            raise OSError(errno.EFBIG, f"longer than {MAX_ATTRIBUTE_BYTES} bytes: no sysfs "
+                          "attribute")
         if offset is not None:
             offset += len(chunk)
 

@@ -8,16 +8,19 @@ lead to a write of a level the driver did not offer.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from govd.device.amdgpu import AmdgpuDevice
 from govd.device.base import DeviceError
+from govd.device.devfreq import DevfreqDevice
 from govd.device.i915 import I915Device
+from govd.device.sysfs import SysfsIO
 from govd.device.xe import XeDevice
 from tests.faults.rigs import RIGS, XE_FREQ0
-from tests.sysfs_fixtures import amdgpu_polaris, i915_gen9, xe_lunarlake
+from tests.sysfs_fixtures import amdgpu_polaris, i915_gen9, mali_panfrost, xe_lunarlake
 
 GARBAGE = {"nan": b"nan\n", "inf": b"inf\n", "-inf": b"-inf\n", "not-utf8": b"\xff\xfe\n",
            "overflowing": b"1e400\n"}
@@ -93,3 +96,27 @@ def test_device_error_for_bytes_that_are_not_text_is_one_line(tmp_path: Path) ->
     with pytest.raises(DeviceError) as caught:
         I915Device(path, tmp_path, kernel).read()
     assert "\n" not in str(caught.value) and "gt_act_freq_mhz" in str(caught.value)
+
+
+def _special(path: Path, kind: str) -> None:
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    else:  # a sparse 1 GiB file: no disk used, but read whole it fills memory every tick
+        with path.open("wb") as f:
+            f.truncate(1 << 30)
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "1-GiB-file"])
+def test_attribute_that_is_a_fifo_or_endless_is_refused_without_hanging_or_eating_memory(
+        tmp_path, kind):
+    """A tree given with --sysfs-root is no kernel: a FIFO there must not block the loop for
+    ever, and /dev/zero or a huge file must not be read whole (a sysfs attribute is a page)."""
+    path, kernel = mali_panfrost(tmp_path)
+    _special(path / "cur_freq", kind)
+    device = DevfreqDevice(path, tmp_path, SysfsIO())
+    with pytest.raises(DeviceError, match="cur_freq"):
+        device.read()

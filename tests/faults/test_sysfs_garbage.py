@@ -115,7 +115,7 @@ def test_attribute_that_is_a_fifo_or_endless_is_refused_without_hanging_or_eatin
         tmp_path, kind):
     """A tree given with --sysfs-root is no kernel: a FIFO there must not block the loop for
     ever, and /dev/zero or a huge file must not be read whole (a sysfs attribute is a page)."""
-    path, kernel = mali_panfrost(tmp_path)
+    path, _ = mali_panfrost(tmp_path)
     _special(path / "cur_freq", kind)
     device = DevfreqDevice(path, tmp_path, SysfsIO())
     with pytest.raises(DeviceError, match="cur_freq"):

@@ -605,9 +605,11 @@ class Daemon:
                 continue
             try:
                 runner.device.restore()  # reads the state back: raises when it did not hold
-            except (DeviceError, OSError) as exc:
+            except Exception as exc:  # even a bug must not skip the next device
+                what = str(exc) if isinstance(exc, DeviceError | OSError) else \
+                    f"{type(exc).__name__}: {exc}"
                 log.error("%s: could not restore (%s); kept in %s for `govd restore`",
-                          runner.name, exc, self._state_file)
+                          runner.name, what, self._state_file)
                 failed.append(runner.device.save())
             else:
                 restored.append(runner.name)

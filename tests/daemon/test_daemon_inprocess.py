@@ -377,3 +377,31 @@ def test_at_real_time_loop_time_is_read_from_the_monotonic_clock_without_a_pytho
     assert real._now_s() is time.monotonic  # the loop and the frame source call it directly
     fast = Daemon(Options(config(short_dir), speed=4.0))
     assert fast._now_s() == fast.clock.now_s  # accelerated: the clock converts
+
+
+def test_a_bug_in_one_devices_restore_still_restores_every_other_device(short_dir, caplog):
+    """Whatever one device's restore raises (here a ValueError, a bug rather than a
+    DeviceError), the next device is still put back and the first is kept in the state file
+    for `govd restore`: the stop never leaves a GPU at govd's level because of another."""
+    root = short_dir / "sys"
+    devices = [mali_panfrost(root)[0], adreno_msm(root)[0]]
+    for devfreq in devices:
+        with_set_freq(devfreq)
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+
+    def broken_restore() -> None:
+        raise ValueError("a bug in restore")
+
+    def break_first(d: Daemon) -> None:
+        if d.stats.ticks == 3:
+            d.runners[0].device.restore = broken_restore  # type: ignore[method-assign]
+
+    daemon.options.should_stop = lambda: (break_first(daemon), daemon.stats.ticks >= 5)[1]
+    assert daemon.run() == 1
+    broken, fine = daemon.runners[0].name, daemon.runners[1].name
+    governors = {d.name: (d / "governor").read_text().strip() for d in devices}
+    assert governors[fine] == "simple_ondemand"
+    kept = json.loads((short_dir / "state.json").read_text())["devices"]
+    assert [entry["name"] for entry in kept] == [broken]
+    assert any(broken in r.getMessage() and "a bug in restore" in r.getMessage()
+               for r in caplog.records)

@@ -44,7 +44,7 @@ from govd.daemon.state import (
 )
 from govd.daemon.status import write_status
 from govd.daemon.validate import Built, ConfigRefused, check_applicable
-from govd.device.base import Device, DeviceError
+from govd.device.base import Device, DeviceError, DeviceGone
 from govd.device.discovery import SYS
 from govd.device.discovery import reopen as discovery_reopen
 from govd.governor import Governor
@@ -204,11 +204,21 @@ class Daemon:
             )
         # One governor per device: every lock before anything is restored, saved or written,
         # so a second daemon leaves the devices, and the first one's state file, untouched.
-        try:
-            for device in devices:
+        taken = []
+        for device in devices:
+            try:
                 self._locks.take(device)
-        except DeviceBusy as exc:
-            raise StartError(str(exc)) from exc
+            except DeviceBusy as exc:
+                raise StartError(str(exc)) from exc
+            except DeviceGone as exc:  # unplugged since found: hot-plug takes it if it returns
+                log.warning("%s; left to hot-plug", exc)
+                close_device(device)
+                continue
+            taken.append(device)
+        if not taken:
+            raise StartError(f"every device found under {self.options.sysfs_root} went away "
+                             "during start-up")
+        devices = taken
         self._restore_stale()
         built = check_applicable(self.config, devices)
         # Before the first write: the state found goes to disk, so a crash loses nothing.

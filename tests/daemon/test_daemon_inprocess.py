@@ -405,3 +405,29 @@ def test_a_bug_in_one_devices_restore_still_restores_every_other_device(short_di
     assert [entry["name"] for entry in kept] == [broken]
     assert any(broken in r.getMessage() and "a bug in restore" in r.getMessage()
                for r in caplog.records)
+
+
+def test_device_unplugged_between_discovery_and_its_lock_is_skipped_and_the_others_governed(
+        short_dir, monkeypatch, caplog):
+    """A GPU that goes away during start-up (found, then gone before govd locks it) is left to
+    hot-plug; it must not stop govd governing the others, nor have a lock file made in its
+    place."""
+    import govd.daemon.daemon as daemon_module
+
+    root = short_dir / "sys"
+    mali, _ = mali_panfrost(root)
+    adreno_msm(root)
+    with_set_freq(mali)
+    chosen = daemon_module.select
+
+    def chosen_then_unplugged(*args: Any) -> list[Any]:
+        devices = chosen(*args)
+        (root / f"devices/platform/{ADRENO}").rename(short_dir / "unplugged")
+        return devices
+
+    monkeypatch.setattr(daemon_module, "select", chosen_then_unplugged)
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+    run_until(daemon, lambda d: d.stats.ticks >= 3, nothing)
+    assert [r.name for r in daemon.runners] == [MALI]
+    assert not (root / f"devices/platform/{ADRENO}").exists()
+    assert any(ADRENO in r.getMessage() and "gone" in r.getMessage() for r in caplog.records)

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from govd.device.base import Controllability, DeviceError, Reading
+from govd.device.base import Controllability, DeviceError, Reading, levels_problem
 from govd.device.sysfs import SysfsDevice, nearest_level
 
 _LEVEL_LINE = re.compile(r"^\s*(\w+):\s*(\d+(?:\.\d+)?)\s*mhz\s*(\*)?\s*$", re.IGNORECASE)
@@ -118,7 +118,14 @@ class AmdgpuDevice(SysfsDevice):
         return self._read("device/power_dpm_force_performance_level")
 
     def controllable(self) -> Controllability:
-        """Needs write access to both files; notes a level forced by another tool."""
+        """Needs levels a governor can choose among (`levels_problem`) and write access to
+        both files; notes a level forced by another tool."""
+        try:
+            problem = levels_problem(self.levels_mhz)
+        except DeviceError as exc:
+            return Controllability(False, str(exc))
+        if problem is not None:
+            return Controllability(False, problem)
         refused = self._writable("device/power_dpm_force_performance_level", "device/pp_dpm_sclk")
         if refused:
             return Controllability(False, f"no permission to write {', '.join(refused)}")

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from govd.device.base import Controllability, DeviceError, Reading
+from govd.device.base import Controllability, DeviceError, Reading, levels_problem
 from govd.device.sysfs import SysfsDevice, nearest_level
 
 # PCI device-id high bytes of the GTs whose frequency unit is 50 MHz (gen6 Sandy Bridge to gen8
@@ -82,12 +82,15 @@ class I915Device(SysfsDevice):
         return rpn_mhz, rp0_mhz
 
     def controllable(self) -> Controllability:
-        """Needs a plausible RPn..RP0 range and write access to the soft limits; notes a pin
-        someone else left."""
+        """Needs a plausible RPn..RP0 range holding levels a governor can choose among
+        (`levels_problem`) and write access to the soft limits; notes a pin someone else left."""
         try:
             bounds = self.bounds_mhz
+            problem = levels_problem(self.levels_mhz)
         except DeviceError as exc:
             return Controllability(False, str(exc))
+        if problem is not None:
+            return Controllability(False, problem)
         refused = self._writable(self.MIN, self.MAX)
         if refused:
             return Controllability(False, f"no permission to write {', '.join(refused)}")

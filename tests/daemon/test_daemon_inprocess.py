@@ -20,8 +20,9 @@ from govd.conf.schema import Config
 from govd.daemon.daemon import Daemon, Options, StartError, frames_for
 from govd.daemon.device_runner import DeviceRunner
 from govd.daemon.state import restore_from_file
+from govd.device.devfreq import DevfreqDevice
 from govd.sources.base import Frame
-from tests.sysfs_fixtures import adreno_msm, mali_panfrost, rockchip_dmc
+from tests.sysfs_fixtures import adreno_msm, devfreq_soc, mali_panfrost, rockchip_dmc
 
 MALI, ADRENO = "fde60000.gpu", "5000000.gpu"
 MAX_TICKS = 2000  # a bound that only a broken daemon reaches; nothing here asserts on speed
@@ -431,3 +432,23 @@ def test_device_unplugged_between_discovery_and_its_lock_is_skipped_and_the_othe
     assert [r.name for r in daemon.runners] == [MALI]
     assert not (root / f"devices/platform/{ADRENO}").exists()
     assert any(ADRENO in r.getMessage() and "gone" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("levels", [1, 300], ids=["one-level", "300-levels"])
+def test_device_whose_levels_the_model_cannot_take_is_left_alone_and_the_others_governed(
+        short_dir, levels):
+    """A GPU with one operating point has nothing to choose, one with more than the model
+    takes (256) cannot be modelled: each is not controllable (`govd devices` says why) rather
+    than a governor that fails to build and stops govd governing any GPU."""
+    root = short_dir / "sys"
+    mali, _ = mali_panfrost(root)
+    with_set_freq(mali)
+    freqs = [100_000_000 + 1_000_000 * i for i in range(levels)]
+    odd, _ = devfreq_soc(root, "13000000.gpu", "panfrost", freqs)
+    found = files_under(odd)
+    verdict = DevfreqDevice(odd, root).controllable()
+    assert not verdict.ok and "level" in verdict.reason
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+    run_until(daemon, lambda d: d.stats.ticks >= 3, nothing)
+    assert [r.name for r in daemon.runners] == [MALI]
+    assert files_under(odd) == found

@@ -120,3 +120,17 @@ def test_attribute_that_is_a_fifo_or_endless_is_refused_without_hanging_or_eatin
     device = DevfreqDevice(path, tmp_path, SysfsIO())
     with pytest.raises(DeviceError, match="cur_freq"):
         device.read()
+
+
+@pytest.mark.parametrize("backend", ["i915", "amdgpu"])
+def test_gpu_with_a_single_clock_level_is_not_controllable(tmp_path, backend):
+    if backend == "i915":
+        path, kernel = i915_gen9(tmp_path, rpn=700, rp0=700, min_mhz=700, max_mhz=700,
+                                 act_mhz=700)
+        device: I915Device | AmdgpuDevice = I915Device(path, tmp_path, kernel)
+    else:
+        path, kernel = amdgpu_polaris(tmp_path)
+        (path / "device/pp_dpm_sclk").write_text("0: 300Mhz *\n")
+        device = AmdgpuDevice(path, tmp_path, kernel)
+    verdict = device.controllable()
+    assert not verdict.ok and verdict.reason == "1 clock level: nothing to choose"

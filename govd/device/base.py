@@ -89,6 +89,11 @@ class Device(ABC):
     name: str
     """Stable, human-readable identity (sysfs device name, PCI address or NVML UUID)."""
 
+    pci_id: str | None = None
+    """PCI ``vendor:device`` id in lower-case hex as ``lspci -n`` shows it (``8086:1912``), None
+    for a device not on PCI (most devfreq devices): what a ``devices:`` entry's ``pci_id``
+    matches."""
+
     not_gpu: str | None = None
     """Why the kernel does not call this device a GPU (a memory controller's devfreq, a bus),
     None for a GPU: such a device is governed only when a configuration entry names it."""

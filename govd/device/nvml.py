@@ -113,6 +113,8 @@ class NvmlDevice(Device):
         pci = nvml_call(f"{self.name}: read PCI info", pynvml.nvmlDeviceGetPciInfo, handle)
         self.pci_bus_id: str = pci.busId.decode() if isinstance(pci.busId, bytes) else pci.busId
         """PCI address as NVML writes it (``00000000:17:00.0``)."""
+        # NVML packs the ids as device << 16 | vendor (0x1db410de for 10de:1db4).
+        self.pci_id = f"{pci.pciDeviceId & 0xFFFF:04x}:{pci.pciDeviceId >> 16 & 0xFFFF:04x}"
         try:
             self._arch: int | None = pynvml.nvmlDeviceGetArchitecture(handle)
         except pynvml.NVMLError:

@@ -179,6 +179,20 @@ class SysfsDevice(Device):
         self._paths: dict[str, str] = {}
         # rel → whether the driver has that optional file (looked up once, not stat'ed per tick)
         self._present: dict[str, bool] = {}
+        self._pci_id: str | None = None
+
+    @property
+    def pci_id(self) -> str | None:  # type: ignore[override]
+        """PCI ``vendor:device`` of the device behind this one (``device/vendor`` and
+        ``device/device``), lower-case hex; None off PCI or when the ids cannot be read."""
+        if self._pci_id is None:
+            try:
+                vendor = int(self._read("device/vendor"), 16)
+                device = int(self._read("device/device"), 16)
+            except (DeviceError, ValueError):
+                return None
+            self._pci_id = f"{vendor:04x}:{device:04x}"
+        return self._pci_id
 
     # -- file access, the only place OSError is caught -------------------------------------
     def _file(self, rel: str) -> str:

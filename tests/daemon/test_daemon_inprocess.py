@@ -22,7 +22,14 @@ from govd.daemon.device_runner import DeviceRunner
 from govd.daemon.state import restore_from_file
 from govd.device.devfreq import DevfreqDevice
 from govd.sources.base import Frame
-from tests.sysfs_fixtures import adreno_msm, devfreq_soc, mali_panfrost, rockchip_dmc
+from tests.sysfs_fixtures import (
+    adreno_msm,
+    amdgpu_polaris,
+    devfreq_soc,
+    i915_gen9,
+    mali_panfrost,
+    rockchip_dmc,
+)
 
 MALI, ADRENO = "fde60000.gpu", "5000000.gpu"
 MAX_TICKS = 2000  # a bound that only a broken daemon reaches; nothing here asserts on speed
@@ -452,3 +459,22 @@ def test_device_whose_levels_the_model_cannot_take_is_left_alone_and_the_others_
     run_until(daemon, lambda d: d.stats.ticks >= 3, nothing)
     assert [r.name for r in daemon.runners] == [MALI]
     assert files_under(odd) == found
+
+
+@pytest.mark.parametrize(("pci_id", "governed"), [
+    ("1002:67DF", ["card0"]),  # the Radeon left alone, by its id as lspci -n shows it
+    ("8086:1912", ["card1"]),  # the Intel one left alone
+])
+def test_device_entry_matching_by_pci_id_leaves_that_gpu_alone(short_dir, pci_id, governed):
+    """`devices: [{pci_id: ..., enabled: false}]` is how a user keeps govd off one GPU of
+    several: the entry must match that GPU (and that one only), whose files stay untouched."""
+    root = short_dir / "sys"
+    i915_gen9(root, card="card0")
+    amdgpu_polaris(root, card="card1")
+    left = "card1" if governed == ["card0"] else "card0"
+    found = files_under(root / "class/drm" / left / "device")
+    daemon = Daemon(Options(config(short_dir, devices=[{"pci_id": pci_id, "enabled": False}]),
+                            sysfs_root=root))
+    run_until(daemon, lambda d: d.stats.ticks >= 3, nothing)
+    assert [r.name for r in daemon.runners] == governed
+    assert files_under(root / "class/drm" / left / "device") == found

@@ -11,6 +11,7 @@ that could not be put back, for `govd restore`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import logging
@@ -149,7 +150,10 @@ class Daemon:
     """One run of `govd run`: call `run()` once."""
 
     def __init__(self, options: Options) -> None:
-        self.options = options
+        # Absolute: the state file names the root, and `govd restore` after a crash (from
+        # another folder) refuses a relative one, so `--sysfs-root sys` left it unrestorable.
+        self.options = options = dataclasses.replace(
+            options, sysfs_root=Path(options.sysfs_root).absolute())
         self.config = options.config
         self.clock = options.clock or Clock(options.speed)
         self.notifier = Notifier()

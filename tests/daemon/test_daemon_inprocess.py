@@ -478,3 +478,27 @@ def test_device_entry_matching_by_pci_id_leaves_that_gpu_alone(short_dir, pci_id
     run_until(daemon, lambda d: d.stats.ticks >= 3, nothing)
     assert [r.name for r in daemon.runners] == governed
     assert files_under(root / "class/drm" / left / "device") == found
+
+
+def test_state_file_written_under_a_relative_sysfs_root_can_be_restored_after_a_crash(
+        short_dir, monkeypatch):
+    """`govd run --sysfs-root sys` from a shell: the state file must name the root absolutely,
+    or after a crash `govd restore` (and the next start) refuses the file and nothing puts the
+    device back."""
+    monkeypatch.chdir(short_dir)
+    mali, _ = mali_panfrost(short_dir / "sys")
+    with_set_freq(mali)
+    daemon = Daemon(Options(config(short_dir), sysfs_root=Path("sys")))
+    left: dict[str, str] = {}
+
+    def crash_copy(d: Daemon) -> None:
+        if d.stats.ticks == 3:  # what a SIGKILL now would leave behind
+            left["state"] = (short_dir / "state.json").read_text()
+            left["governor"] = (mali / "governor").read_text()
+
+    run_until(daemon, lambda d: d.stats.ticks >= 4, crash_copy)
+    (short_dir / "state.json").write_text(left["state"])
+    (mali / "governor").write_text(left["governor"])
+    monkeypatch.chdir("/")  # `govd restore` runs from anywhere
+    assert restore_from_file(short_dir / "state.json") == (1, [])
+    assert (mali / "governor").read_text().strip() == "simple_ondemand"

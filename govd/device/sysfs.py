@@ -30,7 +30,11 @@ refused rather than read whole every tick. Units: bytes."""
 # O_NONBLOCK: a FIFO in a tree given with --sysfs-root would otherwise block the open (and the
 # loop) until a writer came; sysfs and regular files ignore it.
 _O_READ = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
-_O_WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC  # open(path, "w"), no inheriting
+# open(path, "w"), not inherited; O_NOFOLLOW: a sysfs attribute is never a link, and in a tree
+# given with --sysfs-root a knob linked elsewhere would have govd (root) truncate that file;
+# O_NONBLOCK: a FIFO there refuses (ENXIO) instead of blocking the loop until a reader comes.
+_O_WRITE = (os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+            | os.O_NONBLOCK)
 
 
 def _read_to_end(fd: int, offset: int | None) -> bytes:

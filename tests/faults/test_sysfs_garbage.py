@@ -134,3 +134,27 @@ def test_gpu_with_a_single_clock_level_is_not_controllable(tmp_path, backend):
         device = AmdgpuDevice(path, tmp_path, kernel)
     verdict = device.controllable()
     assert not verdict.ok and verdict.reason == "1 clock level: nothing to choose"
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("kind", ["link-outside", "fifo"])
+def test_knob_that_is_a_link_or_a_fifo_is_never_written_through(tmp_path, kind):
+    """Sysfs attributes are never links: in a tree given with --sysfs-root, a knob linked to a
+    file elsewhere must not have that file truncated and overwritten (govd runs as root), and a
+    FIFO must not block the write for ever. Either is a DeviceError naming the file."""
+    path, _ = mali_panfrost(tmp_path, governor="userspace")
+    knob = path / "userspace/set_freq"
+    knob.unlink()
+    outside = tmp_path / "precious"
+    outside.write_text("keep me\n")
+    if kind == "fifo":
+        os.mkfifo(knob)
+        knob_text = None
+    else:
+        knob.symlink_to(outside)
+        knob_text = "keep me"
+    device = DevfreqDevice(path, tmp_path, SysfsIO())
+    with pytest.raises(DeviceError, match="set_freq"):
+        device.set_level(400)
+    assert outside.read_text() == "keep me\n"
+    assert knob_text is None or knob.read_text().strip() == knob_text

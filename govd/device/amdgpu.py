@@ -188,6 +188,14 @@ class AmdgpuDevice(SysfsDevice):
                 state["sclk_index"] = index
         return state
 
+    def _not_held(self, saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
+        """As `SysfsDevice._not_held`, but a forced level is not read back while the table
+        marks none (deep sleep, ``S: 19Mhz *``): which one is forced cannot be seen then."""
+        if "sclk_index" in saved and "sclk_index" not in now \
+                and now.get("performance_level") == MANUAL:
+            saved = {key: value for key, value in saved.items() if key != "sclk_index"}
+        return super()._not_held(saved, now)
+
     def _restore_state(self, state: dict[str, Any]) -> None:
         saved = state["performance_level"]
         if saved == MANUAL:

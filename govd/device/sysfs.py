@@ -357,11 +357,15 @@ class SysfsDevice(Device):
         if self._saved_state is None:
             return
         self._restore_state(self._saved_state)
-        now = self._capture_state()
-        differ = [f"{key} is {now.get(key)!r}, not {value!r}"
-                  for key, value in self._saved_state.items() if now.get(key) != value]
+        differ = self._not_held(self._saved_state, self._capture_state())
         if differ:
             raise DeviceError(f"{self.path}: restore did not hold: {'; '.join(differ)}")
+
+    def _not_held(self, saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
+        """What of ``saved`` the state read back after a restore (``now``) does not hold, one
+        ``key is X, not Y`` each."""
+        return [f"{key} is {now.get(key)!r}, not {value!r}"
+                for key, value in saved.items() if now.get(key) != value]
 
     @classmethod
     def from_saved(

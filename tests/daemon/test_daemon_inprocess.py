@@ -342,6 +342,7 @@ def test_full_disk_under_record_stops_recording_once_and_every_device_is_restore
     """ENOSPC on the trace (here /dev/full behind a small buffer) is logged once per trace,
     recording stops, governing goes on, and at stop both devices are put back."""
     caplog.set_level("INFO", logger="govd.daemon")
+    caplog.set_level("INFO", logger="govd.daemon")
     root = short_dir / "sys"
     devices = [mali_panfrost(root)[0], adreno_msm(root)[0]]
     for devfreq in devices:
@@ -391,6 +392,7 @@ def test_a_bug_in_one_devices_restore_still_restores_every_other_device(short_di
     """Whatever one device's restore raises (here a ValueError, a bug rather than a
     DeviceError), the next device is still put back and the first is kept in the state file
     for `govd restore`: the stop never leaves a GPU at govd's level because of another."""
+    caplog.set_level("INFO", logger="govd.daemon")
     root = short_dir / "sys"
     devices = [mali_panfrost(root)[0], adreno_msm(root)[0]]
     for devfreq in devices:
@@ -422,6 +424,7 @@ def test_device_unplugged_between_discovery_and_its_lock_is_skipped_and_the_othe
     place."""
     import govd.daemon.daemon as daemon_module
 
+    caplog.set_level("INFO", logger="govd.daemon")
     root = short_dir / "sys"
     mali, _ = mali_panfrost(root)
     adreno_msm(root)

@@ -21,6 +21,7 @@ from govd.daemon.daemon import Daemon, Options, StartError, frames_for
 from govd.daemon.device_runner import DeviceRunner
 from govd.daemon.state import restore_from_file
 from govd.device.devfreq import DevfreqDevice
+from govd.model.settings import MAX_LEVELS
 from govd.sources.base import Frame
 from tests.sysfs_fixtures import (
     adreno_msm,
@@ -444,12 +445,12 @@ def test_device_unplugged_between_discovery_and_its_lock_is_skipped_and_the_othe
     assert any(ADRENO in r.getMessage() and "gone" in r.getMessage() for r in caplog.records)
 
 
-@pytest.mark.parametrize("levels", [1, 300], ids=["one-level", "300-levels"])
+@pytest.mark.parametrize("levels", [1, MAX_LEVELS + 1], ids=["one-level", "too-many-levels"])
 def test_device_whose_levels_the_model_cannot_take_is_left_alone_and_the_others_governed(
         short_dir, levels):
     """A GPU with one operating point has nothing to choose, one with more than the model
-    takes (256) cannot be modelled: each is not controllable (`govd devices` says why) rather
-    than a governor that fails to build and stops govd governing any GPU."""
+    takes (`MAX_LEVELS`) cannot be modelled: each is not controllable (`govd devices` says
+    why) rather than a governor that fails to build and stops govd governing any GPU."""
     root = short_dir / "sys"
     mali, _ = mali_panfrost(root)
     with_set_freq(mali)

@@ -121,3 +121,21 @@ def test_volts_unknown_without_overdrive_table(tmp_path):
     path, kernel = amdgpu_polaris(tmp_path)
     (path / "device/pp_od_clk_voltage").unlink()
     assert AmdgpuDevice(path, tmp_path, kernel).volts_by_level() is None
+
+
+def test_restore_of_a_forced_level_holds_though_the_gpu_sleeps_at_the_read_back(tmp_path):
+    """Newer kernels mark an idle GPU's deep-sleep line ("S: 19Mhz *") instead of a level:
+    the forced level put back cannot be read then, and restore must not call that a failure
+    (the daemon would keep the device in the state file and exit 1)."""
+    path, kernel = amdgpu_polaris(tmp_path, current=6, perf_level="manual")
+    device = AmdgpuDevice(path, tmp_path, kernel)
+    device.set_level(300)
+    sclk = kernel.rules[path / "device/pp_dpm_sclk"]
+
+    def asleep(k, p, value):
+        return "S: 19Mhz *\n" + sclk(k, p, value).replace(" *", "")
+
+    kernel.rules[path / "device/pp_dpm_sclk"] = asleep
+    kernel.forget_writes()
+    device.restore()
+    assert kernel.writes == [(SCLK, "6")]

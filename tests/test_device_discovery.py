@@ -231,3 +231,19 @@ def test_devices_command_says_why_a_memory_controller_is_skipped(tmp_path):
     assert rows["fde60000.gpu"]["gpu"] is True and "skipped" not in rows["fde60000.gpu"]
     text = _govd("devices", "--sysfs-root", str(tmp_path)).stdout
     assert "skipped: not a GPU (driver rockchip-dmc" in text
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_compatible_file_that_is_a_fifo_or_endless_neither_hangs_nor_eats_memory(tmp_path, kind):
+    """`govd devices --sysfs-root DIR` reads what the tree holds: a FIFO must not block the
+    scan, /dev/zero must not be read whole to keep its first 4 KiB."""
+    rockchip_dmc(tmp_path)
+    compatible = tmp_path / "firmware/devicetree/base/dmc/compatible"
+    compatible.unlink()
+    if kind == "fifo":
+        os.mkfifo(compatible)
+    else:
+        compatible.symlink_to("/dev/zero")
+    [device] = discover(tmp_path)
+    assert device.not_gpu is not None and device.not_gpu.startswith("not a GPU")

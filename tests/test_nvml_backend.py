@@ -349,3 +349,16 @@ def test_generic_restore_saved_brings_an_nvml_gpu_back(nvml: FakeNvml, arch: str
     """)
     assert got == {"lock": None}
     assert nvml.state()["gpu0.lock_max"] in ("0", "")
+
+
+def test_pci_id_is_vendor_colon_device_so_a_devices_entry_can_match_it(nvml: FakeNvml) -> None:
+    """NVML packs the ids as device << 16 | vendor (the fake's H100: 0x233010de): a
+    ``devices: [{pci_id: "10de:2330"}]`` entry must find this GPU."""
+    got = nvml.report("""
+        from govd.conf.schema import Config
+        from govd.daemon.governed import entry_for
+        (gpu,) = discover_nvml()
+        config = Config.model_validate({"devices": [{"pci_id": "10DE:2330", "enabled": False}]})
+        report(pci_id=gpu.pci_id, matched=entry_for(config, gpu) is not None)
+    """)
+    assert got == {"pci_id": "10de:2330", "matched": True}

@@ -231,3 +231,23 @@ def test_daemon_governs_both_clocks_and_puts_both_back(nvml: FakeNvml) -> None:
     assert got["locks"] == [210, 405]  # powersave: the lowest core clock at the lowest memory
     assert got["status"][:2] == [210.0, 405.0]
     assert got["after"] == [0, 0]
+
+
+def test_a_failed_memory_reset_still_resets_the_graphics_lock_and_is_retried(
+        nvml: FakeNvml) -> None:
+    """One domain's failed reset must not leave the other locked: restore resets every domain
+    it can, then says what failed, and a second restore finishes the job."""
+    got = nvml.report("""
+        (gpu,) = discover_nvml()
+        gpu.set_pair(903, 400)
+        fake_set("fail.ResetMemoryLockedClocks", 999)
+        fake_set("fail.ResetMemoryLockedClocks.times", 1)
+        first = outcome(gpu.restore)
+        after_first = fake_locks()
+        second = outcome(gpu.restore)
+        report(first=first, after_first=after_first, second=second, after_second=fake_locks())
+    """)
+    assert got["first"].startswith("DeviceError") and "reset memory" in got["first"]
+    assert got["after_first"] == [0, 405]  # graphics reset though memory's reset failed
+    assert got["second"] == "ok"
+    assert got["after_second"] == [0, 0]

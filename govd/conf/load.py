@@ -79,8 +79,18 @@ def _message(error: Any) -> str:
         return "unknown key" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
     if error["type"] == "missing":
         return "required key is missing"
-    message = str(error["msg"])
-    return message.removeprefix("Value error, ")
+    message = str(error["msg"]).removeprefix("Value error, ")
+    value = error.get("input")
+    if error["type"] in _TEXT_EXPECTED and isinstance(value, bool | int | float):
+        # YAML 1.1 reads unquoted off/on/yes/no as booleans and 0000 as a number: without
+        # this, `memory_clock: off` reads "should be 'auto' or 'off'", which baffles.
+        kind = "boolean" if isinstance(value, bool) else "number"
+        message += f" (YAML read the unquoted value as the {kind} {value!r}: quote it)"
+    return message
+
+
+_TEXT_EXPECTED = frozenset({"literal_error", "string_type"})
+"""pydantic error types where text was expected."""
 
 
 def parse_config(text: str, source: str = "<config>") -> Config:

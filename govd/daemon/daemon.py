@@ -11,6 +11,7 @@ that could not be put back, for `govd restore`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import logging
@@ -44,7 +45,7 @@ from govd.daemon.state import (
 )
 from govd.daemon.status import write_status
 from govd.daemon.validate import Built, ConfigRefused, check_applicable
-from govd.device.base import Device, DeviceError
+from govd.device.base import Device, DeviceError, DeviceGone
 from govd.device.discovery import SYS
 from govd.device.discovery import reopen as discovery_reopen
 from govd.governor import Governor
@@ -149,7 +150,10 @@ class Daemon:
     """One run of `govd run`: call `run()` once."""
 
     def __init__(self, options: Options) -> None:
-        self.options = options
+        # Absolute: the state file names the root, and `govd restore` after a crash (from
+        # another folder) refuses a relative one, so `--sysfs-root sys` left it unrestorable.
+        self.options = options = dataclasses.replace(
+            options, sysfs_root=Path(options.sysfs_root).absolute())
         self.config = options.config
         self.clock = options.clock or Clock(options.speed)
         self.notifier = Notifier()
@@ -204,11 +208,21 @@ class Daemon:
             )
         # One governor per device: every lock before anything is restored, saved or written,
         # so a second daemon leaves the devices, and the first one's state file, untouched.
-        try:
-            for device in devices:
+        taken = []
+        for device in devices:
+            try:
                 self._locks.take(device)
-        except DeviceBusy as exc:
-            raise StartError(str(exc)) from exc
+            except DeviceBusy as exc:
+                raise StartError(str(exc)) from exc
+            except DeviceGone as exc:  # unplugged since found: hot-plug takes it if it returns
+                log.warning("%s; left to hot-plug", exc)
+                close_device(device)
+                continue
+            taken.append(device)
+        if not taken:
+            raise StartError(f"every device found under {self.options.sysfs_root} went away "
+                             "during start-up")
+        devices = taken
         self._restore_stale()
         built = check_applicable(self.config, devices)
         # Before the first write: the state found goes to disk, so a crash loses nothing.
@@ -605,9 +619,11 @@ class Daemon:
                 continue
             try:
                 runner.device.restore()  # reads the state back: raises when it did not hold
-            except (DeviceError, OSError) as exc:
+            except Exception as exc:  # even a bug must not skip the next device
+                what = str(exc) if isinstance(exc, DeviceError | OSError) else \
+                    f"{type(exc).__name__}: {exc}"
                 log.error("%s: could not restore (%s); kept in %s for `govd restore`",
-                          runner.name, exc, self._state_file)
+                          runner.name, what, self._state_file)
                 failed.append(runner.device.save())
             else:
                 restored.append(runner.name)

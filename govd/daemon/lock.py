@@ -16,7 +16,11 @@ import os
 import re
 from pathlib import Path
 
-from govd.device.base import Device
+from govd.device.base import Device, DeviceGone
+
+_GONE = {errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENODEV}
+"""How opening a sysfs device's directory fails once the device is unplugged (ELOOP: the class
+folder's link left dangling, as a fixture tree leaves it)."""
 
 
 class DeviceBusy(Exception):
@@ -41,18 +45,25 @@ class DeviceLocks:
 
     def take(self, device: Device) -> None:
         """Hold ``device`` for this process (a no-op when already held). Raises DeviceBusy when
-        another govd holds it, or when it cannot be locked at all."""
+        another govd holds it, or when it cannot be locked at all; DeviceGone when a sysfs
+        device's directory is gone (unplugged since it was found)."""
         if device.name in self._fds:
             return
         target = lock_target(device, self.lock_dir)
+        sysfs = isinstance(getattr(device, "path", None), Path)
         try:
-            if target.is_dir():
+            if sysfs:
+                # Its sysfs directory, never a file made in its place: a device unplugged
+                # since it was found has none any more.
                 fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
                              0o600)
         except OSError as exc:
+            if sysfs and exc.errno in _GONE:
+                raise DeviceGone(f"{device.name}: gone before it could be locked "
+                                 f"({target}: {exc.strerror})") from exc
             raise DeviceBusy(f"{device.name}: cannot lock {target}: {exc.strerror}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

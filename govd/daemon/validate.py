@@ -3,14 +3,17 @@ and `govd check-config`, so that what check-config accepts the daemon accepts.
 
 The schema (`govd.conf.load`) checks the file alone; this checks what needs code or the machine:
 each policy built with its parameters (a policy may refuse a value the schema cannot know, e.g.
-ondemand's whole-number thresholds), the prior file read, the metrics exporter's address, and
-for each device found a whole governor built (bounds against the device's own, levels).
+ondemand's whole-number thresholds), the prior file read, the metrics exporter's address, a
+state file already there being one govd can use, and for each device found a whole governor built
+(bounds against the device's own, levels).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from govd.conf.schema import Config, PolicyConfig
 from govd.daemon.device_runner import RunnerSettings
@@ -77,6 +80,23 @@ def _prior_problems(config: Config) -> list[str]:
     return []
 
 
+def _state_file_problems(config: Config) -> list[str]:
+    """What the daemon's start would say of ``state_file`` when something is there already: a
+    folder, a FIFO, or a file that is no govd state (never overwritten: govd did not write it).
+    A file this process may not read (check-config as a user, the file root's) is left to the
+    daemon to judge."""
+    from govd.daemon.state import StateFileError, load_state
+
+    path = Path(config.state_file)
+    if os.path.lexists(path) and not os.access(path, os.R_OK):
+        return []
+    try:
+        load_state(path)
+    except StateFileError as exc:
+        return [f"state_file: {exc}"]
+    return []
+
+
 def check_applicable(config: Config, devices: Sequence[Device]) -> list[Built]:
     """Everything the daemon checks before it applies ``config`` to ``devices``; returns what it
     built for each device. Raises `ConfigRefused` listing every problem, one line each."""
@@ -84,7 +104,7 @@ def check_applicable(config: Config, devices: Sequence[Device]) -> list[Built]:
     for i, entry in enumerate(config.devices):
         if entry.policy is not None:
             problems += _policy_problems(f"devices[{i}].policy", entry.policy)
-    problems += _prior_problems(config) + _metrics_problems(config)
+    problems += _prior_problems(config) + _metrics_problems(config) + _state_file_problems(config)
     built = []
     if not problems:  # a bad policy or prior would fail every device again: said once above
         for device in devices:

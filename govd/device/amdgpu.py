@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from govd.device.base import Controllability, DeviceError, Reading
+from govd.device.base import Controllability, DeviceError, Reading, levels_problem
 from govd.device.sysfs import SysfsDevice, nearest_level
 
 _LEVEL_LINE = re.compile(r"^\s*(\w+):\s*(\d+(?:\.\d+)?)\s*mhz\s*(\*)?\s*$", re.IGNORECASE)
@@ -47,6 +47,12 @@ def parse_dpm_levels(text: str) -> tuple[list[float], int | None, float | None, 
     if not rows:
         raise ValueError(f"no clock levels in {text!r}")
     rows.sort()
+    # The index written back is the level's position: it is the driver's number only when the
+    # lines are numbered 0..n-1 (as amdgpu prints them); any other table would force a level
+    # the driver numbers differently.
+    if [tag for tag, _, _ in rows] != list(range(len(rows))):
+        raise ValueError(f"levels not numbered 0..{len(rows) - 1}: "
+                         f"{' '.join(str(tag) for tag, _, _ in rows)}")
     freqs = [mhz for _, mhz, _ in rows]
     running = [i for i, (_, _, star) in enumerate(rows) if star]
     current_mhz = sleeping_mhz if sleeping_mhz is not None else (
@@ -55,8 +61,11 @@ def parse_dpm_levels(text: str) -> tuple[list[float], int | None, float | None, 
     # Every discrete sclk table amdgpu prints has more than three levels; two or three lines are
     # the fine-grained min/(current)/max form, whose middle line is the running clock.
     fine = len(rows) <= 3
+    levels = [freqs[0], freqs[2]] if fine and len(rows) == 3 else freqs
+    if levels != sorted(levels):  # `levels_mhz` is ascending; nearest-level search relies on it
+        raise ValueError(f"clocks not ascending: {' '.join(f'{mhz:g}' for mhz in levels)} MHz")
     if fine and len(rows) == 3:
-        return [freqs[0], freqs[2]], None, current_mhz, True
+        return levels, None, current_mhz, True
     index = running[0] if running and sleeping_mhz is None else None
     return freqs, index, current_mhz, fine
 
@@ -109,7 +118,14 @@ class AmdgpuDevice(SysfsDevice):
         return self._read("device/power_dpm_force_performance_level")
 
     def controllable(self) -> Controllability:
-        """Needs write access to both files; notes a level forced by another tool."""
+        """Needs levels a governor can choose among (`levels_problem`) and write access to
+        both files; notes a level forced by another tool."""
+        try:
+            problem = levels_problem(self.levels_mhz)
+        except DeviceError as exc:
+            return Controllability(False, str(exc))
+        if problem is not None:
+            return Controllability(False, problem)
         refused = self._writable("device/power_dpm_force_performance_level", "device/pp_dpm_sclk")
         if refused:
             return Controllability(False, f"no permission to write {', '.join(refused)}")
@@ -171,6 +187,14 @@ class AmdgpuDevice(SysfsDevice):
             if index is not None:
                 state["sclk_index"] = index
         return state
+
+    def _not_held(self, saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
+        """As `SysfsDevice._not_held`, but a forced level is not read back while the table
+        marks none (deep sleep, ``S: 19Mhz *``): which one is forced cannot be seen then."""
+        if "sclk_index" in saved and "sclk_index" not in now \
+                and now.get("performance_level") == MANUAL:
+            saved = {key: value for key, value in saved.items() if key != "sclk_index"}
+        return super()._not_held(saved, now)
 
     def _restore_state(self, state: dict[str, Any]) -> None:
         saved = state["performance_level"]

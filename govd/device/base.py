@@ -65,6 +65,21 @@ class Controllability:
     reason: str = ""
 
 
+def levels_problem(levels_mhz: npt.ArrayLike) -> str | None:
+    """Why no governor can choose among ``levels_mhz`` (MHz), None when one can: a single
+    operating point leaves nothing to choose, and the model takes at most
+    `govd.model.settings.MAX_LEVELS` levels. A backend's `Device.controllable` says it, so such
+    a device is listed as not controllable instead of failing the governor built for it."""
+    from govd.model.settings import MAX_LEVELS
+
+    count = np.size(levels_mhz)
+    if count < 2:
+        return f"{count} clock level: nothing to choose"
+    if count > MAX_LEVELS:
+        return f"{count} clock levels, more than the model takes ({MAX_LEVELS})"
+    return None
+
+
 class Device(ABC):
     """A GPU (or devfreq device) whose clock govd governs."""
 
@@ -73,6 +88,11 @@ class Device(ABC):
 
     name: str
     """Stable, human-readable identity (sysfs device name, PCI address or NVML UUID)."""
+
+    pci_id: str | None = None
+    """PCI ``vendor:device`` id in lower-case hex as ``lspci -n`` shows it (``8086:1912``), None
+    for a device not on PCI (most devfreq devices): what a ``devices:`` entry's ``pci_id``
+    matches."""
 
     not_gpu: str | None = None
     """Why the kernel does not call this device a GPU (a memory controller's devfreq, a bus),

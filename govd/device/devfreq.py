@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from govd.device.base import Controllability, DeviceError, Reading
+from govd.device.base import Controllability, DeviceError, Reading, levels_problem
 from govd.device.sysfs import SysfsDevice, nearest_level
 
 _HZ_PER_MHZ = 1e6
@@ -61,11 +61,13 @@ class DevfreqDevice(SysfsDevice):
 
     def controllable(self) -> Controllability:
         """Needs the ``userspace`` governor compiled in, write access to ``governor`` and a
-        list of levels."""
+        list of levels a governor can choose among (`levels_problem`)."""
         try:
-            _ = self.levels_mhz  # raises when there is none to choose from
+            problem = levels_problem(self.levels_mhz)  # raises when there is none listed
         except DeviceError as exc:
             return Controllability(False, str(exc))
+        if problem is not None:
+            return Controllability(False, problem)
         available = self._read("available_governors").split()
         if USERSPACE not in available:
             return Controllability(

@@ -120,8 +120,15 @@ def gpu_evidence(sys_path: Path, driver: str | None) -> tuple[bool, str]:
 
 
 def _read_words(path: Path, sep: bytes | None) -> list[str]:
+    """The words of the first 4 KiB of ``path`` ([] when unreadable). One read(2), opened
+    non-blocking: a tree given with --sysfs-root may hold a FIFO (an open that waits for a
+    writer) or /dev/zero (no end to read to) where the kernel has an attribute."""
     try:
-        data = path.read_bytes()[:4096]
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
     except OSError:
         return []
     return [w.decode(errors="replace").strip() for w in data.split(sep) if w.strip()]

@@ -16,13 +16,17 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from govd.device.base import Controllability, Reading
+from govd.device.base import Controllability, DeviceError, Reading, levels_problem
 from govd.device.sysfs import SysfsDevice, nearest_level
 
 # PCI device-id high bytes of the GTs whose frequency unit is 50 MHz (gen6 Sandy Bridge to gen8
 # Broadwell). Every later GT uses 50/3 MHz. Cherryview and Valleyview have their own formulas;
 # they are treated as 50 MHz parts here, which only makes their level list coarser.
 _PRE_GEN9_ID_PREFIXES = (0x01, 0x04, 0x0A, 0x0C, 0x0D, 0x0F, 0x16, 0x22)
+
+MAX_GT_MHZ = 100_000.0
+"""Highest RP0 believed: far above any GT's few GHz, low enough that the level list built from
+RPn..RP0 stays a few thousand entries (an RP0 of 1e11 MHz asked for tens of GiB). Units: MHz."""
 
 
 def gt_levels_mhz(rpn_mhz: float, rp0_mhz: float, unit_num: int, unit_den: int) -> list[float]:
@@ -69,16 +73,29 @@ class I915Device(SysfsDevice):
 
     @property
     def bounds_mhz(self) -> tuple[float, float]:
-        """(RPn, RP0), the range the hardware accepts for the soft limits. Units: MHz."""
-        return self._read_float(self.RPN), self._read_float(self.RP0)
+        """(RPn, RP0), the range the hardware accepts for the soft limits. Units: MHz. Raises
+        DeviceError for a range no GT has (0 < RPn <= RP0 <= `MAX_GT_MHZ` fails)."""
+        rpn_mhz, rp0_mhz = self._read_float(self.RPN), self._read_float(self.RP0)
+        if not 0 < rpn_mhz <= rp0_mhz <= MAX_GT_MHZ:
+            raise DeviceError(f"{self.path}: implausible clock range {self.RPN}={rpn_mhz:g} .. "
+                              f"{self.RP0}={rp0_mhz:g} MHz")
+        return rpn_mhz, rp0_mhz
 
     def controllable(self) -> Controllability:
-        """Needs write access to the soft limits; notes a pin someone else left."""
+        """Needs a plausible RPn..RP0 range holding levels a governor can choose among
+        (`levels_problem`) and write access to the soft limits; notes a pin someone else left."""
+        try:
+            bounds = self.bounds_mhz
+            problem = levels_problem(self.levels_mhz)
+        except DeviceError as exc:
+            return Controllability(False, str(exc))
+        if problem is not None:
+            return Controllability(False, problem)
         refused = self._writable(self.MIN, self.MAX)
         if refused:
             return Controllability(False, f"no permission to write {', '.join(refused)}")
         low, high = self._pinned()
-        if self._saved_state is None and low == high and (low, high) != self.bounds_mhz:
+        if self._saved_state is None and low == high and (low, high) != bounds:
             return Controllability(True, f"clock already pinned at {low:g} MHz by another tool")
         return Controllability(True)
 

@@ -118,6 +118,8 @@ class NvmlDevice(Device):
         pci = nvml_call(f"{self.name}: read PCI info", pynvml.nvmlDeviceGetPciInfo, handle)
         self.pci_bus_id: str = pci.busId.decode() if isinstance(pci.busId, bytes) else pci.busId
         """PCI address as NVML writes it (``00000000:17:00.0``)."""
+        # NVML packs the ids as device << 16 | vendor (0x1db410de for 10de:1db4).
+        self.pci_id = f"{pci.pciDeviceId & 0xFFFF:04x}:{pci.pciDeviceId >> 16 & 0xFFFF:04x}"
         try:
             self._arch: int | None = pynvml.nvmlDeviceGetArchitecture(handle)
         except pynvml.NVMLError:
@@ -396,7 +398,10 @@ class NvmlDevice(Device):
         return device
 
     def restore(self) -> None:
-        """Reset to the driver default each clock domain govd locked (idempotent)."""
+        """Reset to the driver default each clock domain govd locked (idempotent). Every domain
+        is tried even when one fails: a failed memory reset must not leave the graphics lock
+        too. Raises the first failure after that (the failed domain is reset again next time)."""
+        failure: DeviceError | None = None
         for domain in _RESETS:
             if domain in self._written:
                 try:
@@ -405,6 +410,10 @@ class NvmlDevice(Device):
                     # a device reopened by `from_saved` resets both domains without knowing
                     # whether this GPU has a memory lock at all
                     log.debug("%s: no %s clock lock to reset", self.name, domain)
+                except DeviceError as exc:
+                    failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def _reset(self, domain: str) -> None:
         self._call(f"reset {domain} clock lock", _RESETS[domain], self._handle)

@@ -23,18 +23,34 @@ _REFUSED = {errno.EINVAL, errno.EACCES, errno.EPERM, errno.EBUSY, errno.EROFS, e
 _READ_BYTES = 8192
 """A sysfs attribute holds at most a page: one read(2) of this size takes it whole, and a
 shorter answer is the end of the file (no second read(2) to find the end)."""
-_O_READ = os.O_RDONLY | os.O_CLOEXEC
-_O_WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC  # open(path, "w"), no inheriting
+MAX_ATTRIBUTE_BYTES = 1 << 16
+"""The most read from one file: a page on kernels with 64 KiB pages. A file longer than that is
+no sysfs attribute (/dev/zero linked in, a huge file in a tree given with --sysfs-root) and is
+refused rather than read whole every tick. Units: bytes."""
+# O_NONBLOCK: a FIFO in a tree given with --sysfs-root would otherwise block the open (and the
+# loop) until a writer came; sysfs and regular files ignore it.
+_O_READ = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+# open(path, "w"), not inherited; O_NOFOLLOW: a sysfs attribute is never a link, and in a tree
+# given with --sysfs-root a knob linked elsewhere would have govd (root) truncate that file;
+# O_NONBLOCK: a FIFO there refuses (ENXIO) instead of blocking the loop until a reader comes.
+_O_WRITE = (os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+            | os.O_NONBLOCK)
 
 
 def _read_to_end(fd: int, offset: int | None) -> bytes:
-    """Everything from ``offset`` (None: the fd's position) to the end of the file."""
+    """Everything from ``offset`` (None: the fd's position) to the end of the file, the first
+    `_READ_BYTES` having been read. Raises OSError (EFBIG) past `MAX_ATTRIBUTE_BYTES`."""
     chunks = []
+    total = _READ_BYTES  # what the caller read before
     while True:
         chunk = os.read(fd, _READ_BYTES) if offset is None else os.pread(fd, _READ_BYTES, offset)
         chunks.append(chunk)
+        total += len(chunk)
         if len(chunk) < _READ_BYTES:
             return b"".join(chunks)
+        if total > MAX_ATTRIBUTE_BYTES:
+            raise OSError(errno.EFBIG, f"longer than {MAX_ATTRIBUTE_BYTES} bytes: no sysfs "
+                          "attribute")
         if offset is not None:
             offset += len(chunk)
 
@@ -167,6 +183,20 @@ class SysfsDevice(Device):
         self._paths: dict[str, str] = {}
         # rel → whether the driver has that optional file (looked up once, not stat'ed per tick)
         self._present: dict[str, bool] = {}
+        self._pci_id: str | None = None
+
+    @property
+    def pci_id(self) -> str | None:  # type: ignore[override]
+        """PCI ``vendor:device`` of the device behind this one (``device/vendor`` and
+        ``device/device``), lower-case hex; None off PCI or when the ids cannot be read."""
+        if self._pci_id is None:
+            try:
+                vendor = int(self._read("device/vendor"), 16)
+                device = int(self._read("device/device"), 16)
+            except (DeviceError, ValueError):
+                return None
+            self._pci_id = f"{vendor:04x}:{device:04x}"
+        return self._pci_id
 
     # -- file access, the only place OSError is caught -------------------------------------
     def _file(self, rel: str) -> str:
@@ -183,6 +213,8 @@ class SysfsDevice(Device):
             return self.io.read_text(path)
         except OSError as exc:
             raise typed_error(exc, path, "read") from exc
+        except UnicodeDecodeError as exc:  # a ValueError: it would pass every DeviceError handler
+            raise DeviceError(f"read {path}: not text (byte {exc.start})") from exc
 
     def _read_optional_float(self, rel: str) -> float:
         """The number in the optional file ``rel``, NaN where the driver has none. Whether it
@@ -200,11 +232,16 @@ class SysfsDevice(Device):
             raise
 
     def _read_float(self, rel: str) -> float:
+        """The finite number in ``rel``: float() also takes "nan", "inf" and "1e400", which no
+        driver prints and which would reach the bounds and level arithmetic as NaN/inf."""
         text = self._read(rel)
         try:
-            return float(text)
+            value = float(text)
         except ValueError as exc:
             raise DeviceError(f"{self.path / rel}: expected a number, got {text!r}") from exc
+        if not math.isfinite(value):
+            raise DeviceError(f"{self.path / rel}: expected a finite number, got {text!r}")
+        return value
 
     def _write(self, rel: str, value: str | int) -> None:
         path = self._file(rel)
@@ -320,11 +357,15 @@ class SysfsDevice(Device):
         if self._saved_state is None:
             return
         self._restore_state(self._saved_state)
-        now = self._capture_state()
-        differ = [f"{key} is {now.get(key)!r}, not {value!r}"
-                  for key, value in self._saved_state.items() if now.get(key) != value]
+        differ = self._not_held(self._saved_state, self._capture_state())
         if differ:
             raise DeviceError(f"{self.path}: restore did not hold: {'; '.join(differ)}")
+
+    def _not_held(self, saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
+        """What of ``saved`` the state read back after a restore (``now``) does not hold, one
+        ``key is X, not Y`` each."""
+        return [f"{key} is {now.get(key)!r}, not {value!r}"
+                for key, value in saved.items() if now.get(key) != value]
 
     @classmethod
     def from_saved(

@@ -19,6 +19,7 @@ from govd.conf.commands import check_config
 from govd.conf.load import load_config
 from govd.daemon.daemon import Daemon, Options
 from govd.daemon.governed import SetupError
+from govd.daemon.state import StateFileError
 from tests.sysfs_fixtures import mali_panfrost
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,3 +97,31 @@ def test_check_config_names_the_refused_policy_parameter(short_dir: Path) -> Non
     assert out.stderr.splitlines() == [
         f"{path}: policy: policy 'ondemand' refuses its parameters: simple_ondemand "
         "upthreshold must be a whole number, got 95.5"]
+
+
+@pytest.mark.parametrize("what", ["folder", "fifo", "another_programs_file"])
+def test_state_file_the_daemon_refuses_is_refused_by_check_config_too(
+        short_dir: Path, what: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The daemon refuses to start when its state_file is a folder, a FIFO or a file that is
+    no govd state (it will not overwrite what it did not write): check-config says so too."""
+    taken = short_dir / "taken"
+    if what == "folder":
+        taken.mkdir()
+    elif what == "fifo":
+        os.mkfifo(taken)
+    else:
+        taken.write_text("somebody's notes\n")
+    root = short_dir / "sys"
+    mali_panfrost(root)
+    path = short_dir / "govd.yaml"
+    path.write_text(json.dumps(base(short_dir, state_file=str(taken))))
+    args = argparse.Namespace(file=str(path), insecure_config=True, sysfs_root=root)
+    assert check_config(args) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"{path}: state_file: {taken}: ")
+    daemon = Daemon(Options(load_config(path, allow_insecure=True), sysfs_root=root,
+                            should_stop=lambda: True))
+    with pytest.raises(StateFileError):
+        daemon.run()
+    if what == "another_programs_file":
+        assert taken.read_text() == "somebody's notes\n"

@@ -151,3 +151,19 @@ def test_a_prior_with_the_scaling_form_is_refused_in_one_line() -> None:
     with pytest.raises(ValidationError, match="prior seeds the seed form"):
         ModelConfig(form="scaling", prior="/etc/govd/prior.json")
     assert ModelConfig(form="auto", prior="/etc/govd/prior.json").prior
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("devices:\n  - backend: nvml\n    memory_clock: off\n",
+     "g.yaml:3: devices[0].memory_clock: Input should be 'auto' or 'off'"),
+    ("devices:\n  - name: 0000\n", "g.yaml:2: devices[0].name: Input should be a valid string"),
+    ("apps:\n  yes: {fps: 30}\n", "g.yaml:1: apps[1].[key]: Input should be a valid string"),
+])
+def test_unquoted_yaml_boolean_or_number_where_text_belongs_says_to_quote_it(
+        text: str, expected: str) -> None:
+    """YAML 1.1 reads unquoted off/on/yes/no as booleans and 0000 as a number: `memory_clock:
+    off` is refused as "should be 'auto' or 'off'", baffling whoever wrote off. The line says
+    what YAML read and to quote it."""
+    [line] = errors_of(text)
+    assert line.startswith(expected), line
+    assert "quote" in line and "YAML read" in line

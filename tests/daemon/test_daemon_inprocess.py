@@ -20,8 +20,17 @@ from govd.conf.schema import Config
 from govd.daemon.daemon import Daemon, Options, StartError, frames_for
 from govd.daemon.device_runner import DeviceRunner
 from govd.daemon.state import restore_from_file
+from govd.device.devfreq import DevfreqDevice
+from govd.model.settings import MAX_LEVELS
 from govd.sources.base import Frame
-from tests.sysfs_fixtures import adreno_msm, mali_panfrost, rockchip_dmc
+from tests.sysfs_fixtures import (
+    adreno_msm,
+    amdgpu_polaris,
+    devfreq_soc,
+    i915_gen9,
+    mali_panfrost,
+    rockchip_dmc,
+)
 
 MALI, ADRENO = "fde60000.gpu", "5000000.gpu"
 MAX_TICKS = 2000  # a bound that only a broken daemon reaches; nothing here asserts on speed
@@ -334,6 +343,7 @@ def test_full_disk_under_record_stops_recording_once_and_every_device_is_restore
     """ENOSPC on the trace (here /dev/full behind a small buffer) is logged once per trace,
     recording stops, governing goes on, and at stop both devices are put back."""
     caplog.set_level("INFO", logger="govd.daemon")
+    caplog.set_level("INFO", logger="govd.daemon")
     root = short_dir / "sys"
     devices = [mali_panfrost(root)[0], adreno_msm(root)[0]]
     for devfreq in devices:
@@ -377,3 +387,122 @@ def test_at_real_time_loop_time_is_read_from_the_monotonic_clock_without_a_pytho
     assert real._now_s() is time.monotonic  # the loop and the frame source call it directly
     fast = Daemon(Options(config(short_dir), speed=4.0))
     assert fast._now_s() == fast.clock.now_s  # accelerated: the clock converts
+
+
+def test_a_bug_in_one_devices_restore_still_restores_every_other_device(short_dir, caplog):
+    """Whatever one device's restore raises (here a ValueError, a bug rather than a
+    DeviceError), the next device is still put back and the first is kept in the state file
+    for `govd restore`: the stop never leaves a GPU at govd's level because of another."""
+    caplog.set_level("INFO", logger="govd.daemon")
+    root = short_dir / "sys"
+    devices = [mali_panfrost(root)[0], adreno_msm(root)[0]]
+    for devfreq in devices:
+        with_set_freq(devfreq)
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+
+    def broken_restore() -> None:
+        raise ValueError("a bug in restore")
+
+    def break_first(d: Daemon) -> None:
+        if d.stats.ticks == 3:
+            d.runners[0].device.restore = broken_restore  # type: ignore[method-assign]
+
+    daemon.options.should_stop = lambda: (break_first(daemon), daemon.stats.ticks >= 5)[1]
+    assert daemon.run() == 1
+    broken, fine = daemon.runners[0].name, daemon.runners[1].name
+    governors = {d.name: (d / "governor").read_text().strip() for d in devices}
+    assert governors[fine] == "simple_ondemand"
+    kept = json.loads((short_dir / "state.json").read_text())["devices"]
+    assert [entry["name"] for entry in kept] == [broken]
+    assert any(broken in r.getMessage() and "a bug in restore" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_device_unplugged_between_discovery_and_its_lock_is_skipped_and_the_others_governed(
+        short_dir, monkeypatch, caplog):
+    """A GPU that goes away during start-up (found, then gone before govd locks it) is left to
+    hot-plug; it must not stop govd governing the others, nor have a lock file made in its
+    place."""
+    import govd.daemon.daemon as daemon_module
+
+    caplog.set_level("INFO", logger="govd.daemon")
+    root = short_dir / "sys"
+    mali, _ = mali_panfrost(root)
+    adreno_msm(root)
+    with_set_freq(mali)
+    chosen = daemon_module.select
+
+    def chosen_then_unplugged(*args: Any) -> list[Any]:
+        devices = chosen(*args)
+        (root / f"devices/platform/{ADRENO}").rename(short_dir / "unplugged")
+        return devices
+
+    monkeypatch.setattr(daemon_module, "select", chosen_then_unplugged)
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+    run_until(daemon, lambda d: d.stats.ticks >= 3, nothing)
+    assert [r.name for r in daemon.runners] == [MALI]
+    assert not (root / f"devices/platform/{ADRENO}").exists()
+    assert any(ADRENO in r.getMessage() and "gone" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("levels", [1, MAX_LEVELS + 1], ids=["one-level", "too-many-levels"])
+def test_device_whose_levels_the_model_cannot_take_is_left_alone_and_the_others_governed(
+        short_dir, levels):
+    """A GPU with one operating point has nothing to choose, one with more than the model
+    takes (`MAX_LEVELS`) cannot be modelled: each is not controllable (`govd devices` says
+    why) rather than a governor that fails to build and stops govd governing any GPU."""
+    root = short_dir / "sys"
+    mali, _ = mali_panfrost(root)
+    with_set_freq(mali)
+    freqs = [100_000_000 + 1_000_000 * i for i in range(levels)]
+    odd, _ = devfreq_soc(root, "13000000.gpu", "panfrost", freqs)
+    found = files_under(odd)
+    verdict = DevfreqDevice(odd, root).controllable()
+    assert not verdict.ok and "level" in verdict.reason
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+    run_until(daemon, lambda d: d.stats.ticks >= 3, nothing)
+    assert [r.name for r in daemon.runners] == [MALI]
+    assert files_under(odd) == found
+
+
+@pytest.mark.parametrize(("pci_id", "governed"), [
+    ("1002:67DF", ["card0"]),  # the Radeon left alone, by its id as lspci -n shows it
+    ("8086:1912", ["card1"]),  # the Intel one left alone
+])
+def test_device_entry_matching_by_pci_id_leaves_that_gpu_alone(short_dir, pci_id, governed):
+    """`devices: [{pci_id: ..., enabled: false}]` is how a user keeps govd off one GPU of
+    several: the entry must match that GPU (and that one only), whose files stay untouched."""
+    root = short_dir / "sys"
+    i915_gen9(root, card="card0")
+    amdgpu_polaris(root, card="card1")
+    left = "card1" if governed == ["card0"] else "card0"
+    found = files_under(root / "class/drm" / left / "device")
+    daemon = Daemon(Options(config(short_dir, devices=[{"pci_id": pci_id, "enabled": False}]),
+                            sysfs_root=root))
+    run_until(daemon, lambda d: d.stats.ticks >= 3, nothing)
+    assert [r.name for r in daemon.runners] == governed
+    assert files_under(root / "class/drm" / left / "device") == found
+
+
+def test_state_file_written_under_a_relative_sysfs_root_can_be_restored_after_a_crash(
+        short_dir, monkeypatch):
+    """`govd run --sysfs-root sys` from a shell: the state file must name the root absolutely,
+    or after a crash `govd restore` (and the next start) refuses the file and nothing puts the
+    device back."""
+    monkeypatch.chdir(short_dir)
+    mali, _ = mali_panfrost(short_dir / "sys")
+    with_set_freq(mali)
+    daemon = Daemon(Options(config(short_dir), sysfs_root=Path("sys")))
+    left: dict[str, str] = {}
+
+    def crash_copy(d: Daemon) -> None:
+        if d.stats.ticks == 3:  # what a SIGKILL now would leave behind
+            left["state"] = (short_dir / "state.json").read_text()
+            left["governor"] = (mali / "governor").read_text()
+
+    run_until(daemon, lambda d: d.stats.ticks >= 4, crash_copy)
+    (short_dir / "state.json").write_text(left["state"])
+    (mali / "governor").write_text(left["governor"])
+    monkeypatch.chdir("/")  # `govd restore` runs from anywhere
+    assert restore_from_file(short_dir / "state.json") == (1, [])
+    assert (mali / "governor").read_text().strip() == "simple_ondemand"

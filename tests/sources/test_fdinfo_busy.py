@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -252,6 +253,7 @@ def test_process_with_many_open_files_is_looked_at_over_several_samples(
 
 def test_thousands_of_drm_files_cost_a_bounded_read_per_sample_and_are_said_once(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="govd.sources.fdinfo")  # whatever another test set
     # The render node is open to every user: one process opening it thousands of times made
     # every tick read thousands of fdinfo files.
     proc, now = FakeProc(tmp_path / "proc"), [0.0]

@@ -27,9 +27,9 @@ MAX_ATTRIBUTE_BYTES = 1 << 16
 """The most read from one file: a page on kernels with 64 KiB pages. A file longer than that is
 no sysfs attribute (/dev/zero linked in, a huge file in a tree given with --sysfs-root) and is
 refused rather than read whole every tick. Units: bytes."""
-# O_NONBLOCK: a FIFO in a tree given with --sysfs-root would otherwise block the open (and the
-# loop) until a writer came; sysfs and regular files ignore it.
-_O_READ = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+# Reads block, as a hung driver's do: the loop's watchdog pings stop and systemd restarts govd,
+# which restores the device (tests/test_notify.py hangs a tick on a FIFO in a tree to check it).
+_O_READ = os.O_RDONLY | os.O_CLOEXEC
 # open(path, "w"), not inherited; O_NOFOLLOW: a sysfs attribute is never a link, and in a tree
 # given with --sysfs-root a knob linked elsewhere would have govd (root) truncate that file;
 # O_NONBLOCK: a FIFO there refuses (ENXIO) instead of blocking the loop until a reader comes.

@@ -12,8 +12,9 @@ from govd.conf.schema import Config, DeviceConfig
 from govd.daemon.device_runner import RunnerSettings
 from govd.device.base import Device, DeviceError
 from govd.device.discovery import SYS, discover, discover_sysfs
+from govd.formats.prior import read_prior
 from govd.governor import Governor
-from govd.model.prior import Prior, read_prior
+from govd.model.prior import Prior
 from govd.model.settings import ModelSettings
 from govd.model.stress import StressSettings
 from govd.policy.registry import make_policy

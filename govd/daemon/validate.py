@@ -71,7 +71,7 @@ def _metrics_problems(config: Config) -> list[str]:
 def _prior_problems(config: Config) -> list[str]:
     if not config.model.prior:
         return []
-    from govd.model.prior import read_prior
+    from govd.formats.prior import read_prior
 
     try:
         read_prior(config.model.prior)

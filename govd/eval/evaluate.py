@@ -13,18 +13,18 @@ from govd.eval.reference import mean_curve_levels
 from govd.eval.replay import Replay, replay
 from govd.eval.score import Score, score
 from govd.formats.sweep import SweepTable
-from govd.model.scaling_selection import scaling_counters
-from govd.model.selection import counter_scale, frequency_prefilter
 from govd.model.settings import ModelSettings
 from govd.policy.base import Policy
 from govd.policy.oracle import oracle_levels
 from govd.policy.registry import make_policy, policy_class
+from govd.research.scaling_selection import scaling_counters
+from govd.research.selection import counter_scale, frequency_prefilter
 from govd.target import Target
 
 
 def frequency_independent_counters(sweep: SweepTable) -> tuple[list[str], list[float]]:
     """Counters of the table usable by the model (seed §IV-C prefilter, see
-    `govd.model.selection`) and their scales.
+    `govd.research.selection`) and their scales.
 
     A counter qualifies when |Pearson r| with the level's frequency over all rows is below 0.1
     and it varies at all; its scale is its standard deviation, so that its changes are of

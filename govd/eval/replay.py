@@ -18,11 +18,11 @@ import numpy as np
 
 from govd.formats.sweep import SweepTable
 from govd.governor import Governor, Sample
-from govd.model.arnlms import ArNlmsModel
 from govd.model.arrays import FloatArray, IntArray
 from govd.model.prior import Prior
 from govd.model.settings import ModelSettings
 from govd.policy.base import Policy
+from govd.research.arnlms import ArNlmsModel
 from govd.target import Target
 
 KENDALL_STRIDE = 16
@@ -87,7 +87,7 @@ def replay(
 ) -> Replay:
     """Run ``policy`` (through a fresh Governor) over every unit of ``sweep``.
 
-    ``algo``: ``arnlms`` puts the AR-NLMS frame-time predictor (`govd.model.arnlms`) in the
+    ``algo``: ``arnlms`` puts the AR-NLMS frame-time predictor (`govd.research.arnlms`) in the
     governor's model; None or ``rls``/``dcd`` keeps ``settings.algorithm``. ``prior``: seeds
     the model (`govd.model.prior`)."""
     settings = settings or ModelSettings()

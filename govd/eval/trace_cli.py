@@ -12,8 +12,8 @@ import numpy as np
 from govd.cli import UsageError
 from govd.formats.trace import RunTrace
 from govd.model.online import OnlineModel
-from govd.model.selection import counter_scale
 from govd.model.settings import ModelSettings
+from govd.research.selection import counter_scale
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -34,10 +34,10 @@ import math
 
 import numpy as np
 
+from govd.kernels.loader import njit
 from govd.model import tick as k
 from govd.model.arrays import FloatArray
 from govd.model.dcd import dcd_update, dcd_update_ref
-from govd.model.kernels import njit
 from govd.model.predict import (
     ENVELOPE,
     MAX_DEADLINE_MS,

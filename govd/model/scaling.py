@@ -57,9 +57,9 @@ import math
 
 import numpy as np
 
+from govd.kernels.loader import njit
 from govd.model.arrays import FloatArray, IntArray
 from govd.model.dcd import dcd_update
-from govd.model.kernels import njit
 from govd.model.pairs import sensitivity_pairs
 from govd.model.rls import rls_update, rls_update_ref
 

@@ -20,9 +20,9 @@ import math
 
 import numpy as np
 
+from govd.kernels.loader import njit
 from govd.model.arrays import FloatArray
 from govd.model.dcd import dcd_update, dcd_update_ref
-from govd.model.kernels import njit
 from govd.model.predict import (
     interp,
     interp_ref,

@@ -23,9 +23,9 @@ import math
 
 import numpy as np
 
+from govd.kernels.loader import njit
 from govd.model import tick as k
 from govd.model.arrays import FloatArray
-from govd.model.kernels import njit
 from govd.model.online import OnlineModel
 from govd.model.predict import predict_energy
 from govd.model.rls import ordered_sum

@@ -31,7 +31,7 @@ from govd.daemon.hotplug import DeviceWatch
 from govd.daemon.idle import IdleSettings, IdleWatch, busiest
 from govd.daemon.lock import DeviceBusy, DeviceLocks
 from govd.daemon.loop import Clock, DeadlineScheduler, Tick, TickStats
-from govd.daemon.record import TraceRecorder, trace_path
+from govd.daemon.record import TraceRecorder, trace_meta, trace_path
 from govd.daemon.reload import governor_changed, restart_keys
 from govd.daemon.signals import SignalFlags
 from govd.daemon.state import (
@@ -265,7 +265,7 @@ class Daemon:
         recorder = None
         if self.options.record is not None:
             recorder = TraceRecorder(trace_path(self.options.record, device.name, devices),
-                                     settings.counters)
+                                     settings.counters, trace_meta(governor))
         interval_s = self.config.logging.summary_interval_s
         summary = DeviceSummary(log, device.name, interval_s) if interval_s > 0 else None
         busy = self.config.frames.source == "busy"

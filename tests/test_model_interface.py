@@ -4,6 +4,7 @@ found by name, and ``auto`` follows the target in force tick by tick."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -29,16 +30,17 @@ def _work_ms(fc: float, fm: float, rng: np.random.Generator, noise: float = 0.02
 
 
 def _drive(model: Model, ticks: int, rng: np.random.Generator, two: bool = False,
-           deadline_ms: float = math.nan) -> list[Predictions]:
+           check: Callable[[int, Predictions], None] | None = None) -> None:
+    """Random levels of `_work_ms`; ``check(tick, record)`` after each update (a record is
+    valid until the next update)."""
     levels = CORES if two else LEVELS
-    records = []
-    for _ in range(ticks):
+    for tick in range(ticks):
         k = int(rng.integers(levels.size))
         fc, fm = float(levels[k]), float(MEMS[k]) if two else math.nan
         model.update(_work_ms(fc, fm if two else 900.0, rng), fc, np.zeros(0), 80.0, 1.0,
-                     math.nan, deadline_ms, fm)
-        records.append(model.predictions())
-    return records
+                     math.nan, math.nan, fm)
+        if check is not None:
+            check(tick, model.predictions())
 
 
 @pytest.mark.parametrize("name", ["seed", "scaling"])
@@ -49,10 +51,11 @@ def test_every_form_fills_every_field_of_the_record_every_tick(name, algorithm, 
     model = forms.form(name).build(CORES if two else LEVELS, MEMS if two else None, settings,
                                    math.nan)
     assert isinstance(model, Model) and model.form == name
-    rng = np.random.default_rng(1)
-    records = _drive(model, 200, rng, two)
     n = (CORES if two else LEVELS).size
-    for p in records[20:]:
+
+    def check(tick: int, p: Predictions) -> None:
+        if tick < 20:
+            return
         assert p.ready
         for values in (p.time_ms, p.power_w, p.energy_mj, p.time_sd_now, p.time_sd_top):
             assert values.shape == (n,) and np.all(np.isfinite(values))
@@ -62,6 +65,8 @@ def test_every_form_fills_every_field_of_the_record_every_tick(name, algorithm, 
         assert math.isfinite(p.sensitivity_ms_per_mhz) and math.isfinite(p.fitted_time_ms)
         assert p.work_ticks >= 0
         assert p.spread_from_pairs is forms.form(name).spread_from_pairs
+
+    _drive(model, 200, np.random.default_rng(1), two, check)
 
 
 def test_before_any_sample_the_record_says_not_ready_and_holds_nan() -> None:

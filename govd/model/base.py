@@ -22,8 +22,10 @@ from govd.model.settings import ModelSettings
 class Predictions:
     """What the model in force predicts for the next tick, at every level (ascending).
 
-    The arrays are read-only views into the model's buffers, valid until its next `update`;
-    copy what must outlive the tick. Before the model has seen a valid sample they hold NaN
+    The arrays are read-only views into the model's buffers, and a form may refresh one record
+    in place each tick: valid until the model's next `update`; copy what must outlive the
+    tick, and never write into a record a model handed out (`dataclasses.replace` makes
+    another). Before the model has seen a valid sample they hold NaN
     (and ``ready`` is False)."""
 
     time_ms: FloatArray
@@ -110,7 +112,9 @@ class Model(Protocol):
         ...
 
     def predictions(self) -> Predictions:
-        """The record of the last `update` (a fresh record; its arrays are views)."""
+        """The record of the last `update`. A form may hand out the same record every tick,
+        refreshed: like its arrays, it is valid until the next `update` (copy, or
+        `dataclasses.replace`, what must outlive the tick)."""
         ...
 
     @property

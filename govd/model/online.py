@@ -22,7 +22,7 @@ from govd.model.base import Predictions
 from govd.model.forms import Form
 from govd.model.rescale import rescale_counters
 from govd.model.settings import MAX_LEVELS, ModelSettings
-from govd.model.spread import time_noise
+from govd.model.spread import blend
 from govd.model.tick import RESCALE_DUE, model_tick
 
 _NO_COUNTERS = np.zeros(0)
@@ -76,6 +76,12 @@ class OnlineModel:
         for view in (self.time_ms, self.power_w, self.energy_mj, self.time_sd_now,
                      self.time_sd_top):
             view.flags.writeable = False
+        self._noise_sq = settings.noise_prior ** 2
+        self._record = Predictions(
+            time_ms=self.time_ms, power_w=self.power_w, energy_mj=self.energy_mj,
+            time_sd_now=self.time_sd_now, time_sd_top=self.time_sd_top, time_noise=math.nan,
+            roughness=0.0, ready=False, work_ticks=0, sensitivity_ms_per_mhz=math.nan,
+            fitted_time_ms=math.nan)
 
     def _level_table(self, levels_mhz: Sequence[float] | FloatArray, settings: ModelSettings
                      ) -> FloatArray:
@@ -195,16 +201,17 @@ class OnlineModel:
             self.vecs[k.RES] = 0.0
 
     def predictions(self) -> Predictions:
-        """The record of the last `update` (`govd.model.base.Predictions`)."""
-        scal = self.scal
-        return Predictions(
-            time_ms=self.time_ms, power_w=self.power_w, energy_mj=self.energy_mj,
-            time_sd_now=self.time_sd_now, time_sd_top=self.time_sd_top,
-            time_noise=time_noise(scal[k.ERR2:k.N_ERR + 1], self.cfg[k.SIGMA0]),
-            roughness=0.0, ready=bool(scal[k.READY] == 1.0),
-            work_ticks=max(int(self.stats[k.TICKS]) - 1, 0),
-            sensitivity_ms_per_mhz=float(scal[k.SENS]), fitted_time_ms=float(scal[k.T_FIT]),
-        )
+        """The record of the last `update` (`govd.model.base.Predictions`): the model's one
+        record, its scalars refreshed here (one list of the kernel's scalars, not a NumPy
+        scalar per field: this runs every tick)."""
+        scal = self.scal.tolist()
+        p = self._record
+        p.time_noise = math.sqrt(blend(scal[k.ERR2], scal[k.N_ERR], self._noise_sq) / 2.0)
+        p.ready = scal[k.READY] == 1.0
+        p.work_ticks = max(int(self.stats.item(k.TICKS)) - 1, 0)
+        p.sensitivity_ms_per_mhz = scal[k.SENS]
+        p.fitted_time_ms = scal[k.T_FIT]
+        return p
 
     @property
     def counter_scales(self) -> FloatArray:

@@ -97,6 +97,11 @@ class ScalingModel:
         for view in (self.time_ms, self.power_w, self.energy_mj, self.time_sd_now,
                      self.time_sd_top):
             view.flags.writeable = False
+        self._record = Predictions(
+            time_ms=self.time_ms, power_w=self.power_w, energy_mj=self.energy_mj,
+            time_sd_now=self.time_sd_now, time_sd_top=self.time_sd_top, time_noise=math.nan,
+            roughness=0.0, ready=False, work_ticks=0, sensitivity_ms_per_mhz=math.nan,
+            fitted_time_ms=math.nan, spread_from_pairs=True)
 
     def _views(self) -> None:
         st, off = self.state, self.off
@@ -193,17 +198,17 @@ class ScalingModel:
         return flags
 
     def predictions(self) -> Predictions:
-        """The record of the last `update` (`govd.model.base.Predictions`): per-unit noise
-        ``time_noise`` = `ratio_error` / √2 (a measured ratio holds two units' noise)."""
-        sc = self.sc
-        return Predictions(
-            time_ms=self.time_ms, power_w=self.power_w, energy_mj=self.energy_mj,
-            time_sd_now=self.time_sd_now, time_sd_top=self.time_sd_top,
-            time_noise=self.ratio_error / math.sqrt(2.0), roughness=0.0,
-            ready=bool(sc[s.READY] == 1.0), work_ticks=self._work_ticks,
-            sensitivity_ms_per_mhz=float(sc[s.SENS]), fitted_time_ms=float(sc[s.T_FIT]),
-            spread_from_pairs=True,
-        )
+        """The record of the last `update` (`govd.model.base.Predictions`), the model's one
+        record with its scalars refreshed here: per-unit noise ``time_noise`` = `ratio_error`
+        / √2 (a measured ratio holds two units' noise)."""
+        sc = self.sc.tolist()
+        p = self._record
+        p.time_noise = self._ratio_error(sc) / math.sqrt(2.0)
+        p.ready = sc[s.READY] == 1.0
+        p.work_ticks = self._work_ticks
+        p.sensitivity_ms_per_mhz = sc[s.SENS]
+        p.fitted_time_ms = sc[s.T_FIT]
+        return p
 
     def _scale_from(self, counters: FloatArray) -> None:
         """Without configured scales, the first finite sample of each counter sets its scale
@@ -247,10 +252,13 @@ class ScalingModel:
     def ratio_error(self) -> float:
         """Measured RMS error of predicted log time ratios between levels, blended with the
         prior noise level until ~20 pairs were learned from."""
-        n = min(float(self.sc[s.N_ERR]), 1.0 / s.ERR_WEIGHT)
-        var = ((n * self.sc[s.ERR2] + s.ERR_PRIOR_PAIRS * self.settings.noise_prior ** 2)
+        return self._ratio_error(self.sc.tolist())
+
+    def _ratio_error(self, sc: list[float]) -> float:
+        n = min(sc[s.N_ERR], 1.0 / s.ERR_WEIGHT)
+        var = ((n * sc[s.ERR2] + s.ERR_PRIOR_PAIRS * self.settings.noise_prior ** 2)
                / (n + s.ERR_PRIOR_PAIRS))
-        return math.sqrt(float(var))
+        return math.sqrt(var)
 
     @property
     def coefficients(self) -> FloatArray:

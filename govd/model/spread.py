@@ -87,26 +87,21 @@ def time_noise(err: FloatArray, noise_prior: float) -> float:
 
 
 @njit(cache=True)
-def lead_covariance(P: FloatArray, lead: int, dcd: bool, out: FloatArray) -> bool:
-    """The lead × lead block of the coefficients' covariance over the noise variance: RLS's P,
-    or the block of R⁻¹ for DCD-RLS (R = L·Lᵀ; (R⁻¹)_ij = y_i·y_j with L·y_i = e_i). False
-    when R does not factorise (the model is then reset by its own checks)."""
-    if not dcd:
-        for i in range(lead):
-            for j in range(lead):
-                out[i, j] = P[i, j]
-        return True
-    m = P.shape[0]
+def dcd_lead_covariance(R: FloatArray, lead: int, out: FloatArray) -> bool:
+    """The lead × lead block of R⁻¹ (DCD-RLS keeps the information matrix R = L·Lᵀ;
+    (R⁻¹)_ij = y_i·y_j with L·y_i = e_i) into ``out``. False when R does not factorise (the
+    model is then reset by its own checks)."""
+    m = R.shape[0]
     chol = np.zeros((m, m))
     for j in range(m):
-        s = P[j, j]
+        s = R[j, j]
         for p in range(j):
             s -= chol[j, p] * chol[j, p]
         if not (s > 0.0 and np.isfinite(s)):
             return False
         chol[j, j] = math.sqrt(s)
         for i in range(j + 1, m):
-            s = P[i, j]
+            s = R[i, j]
             for p in range(j):
                 s -= chol[i, p] * chol[j, p]
             chol[i, j] = s / chol[j, j]
@@ -126,25 +121,30 @@ def lead_covariance(P: FloatArray, lead: int, dcd: bool, out: FloatArray) -> boo
     return True
 
 
-@njit(cache=True)
-def _gradient(t_ms: float, fc: float, fm: float, core: float, mem: float, two: bool,
-              g: FloatArray) -> None:
-    """d t(level) / d a for the lead coefficients at the level (core, mem) clocks (MHz)."""
-    g[0] = t_ms * (fc / core - 1.0)
+@njit(cache=True, inline="always")
+def _quad(g0: float, g1: float, g2: float, c: FloatArray, two: bool) -> float:
+    """gᵀ C g for the lead gradient (g0, g1) or, with ``two``, (g0, g1, g2)."""
+    q = g0 * (c[0, 0] * g0 + c[0, 1] * g1) + g1 * (c[1, 0] * g0 + c[1, 1] * g1)
     if two:
-        g[1] = t_ms * (fm / mem - 1.0)
-        g[2] = (core - fc) * 1e-3
-    else:
-        g[1] = (core - fc) * 1e-3
+        q += (g0 * c[0, 2] * g2 + g1 * c[1, 2] * g2
+              + g2 * (c[2, 0] * g0 + c[2, 1] * g1 + c[2, 2] * g2))
+    return max(q, 0.0)
 
 
-@njit(cache=True)
-def _quad(g: FloatArray, cov: FloatArray) -> float:
-    s = 0.0
-    for i in range(g.shape[0]):
-        for j in range(g.shape[0]):
-            s += g[i] * cov[i, j] * g[j]
-    return max(s, 0.0)
+@njit(cache=True, inline="always")
+def _capped(sd: float, x: float, y: float, two: bool) -> float:
+    """``sd`` capped at the span |log x| (+ |log y| with ``two``). The logs are taken only
+    when ``sd`` may exceed it: |x − 1| / max(x, 1) <= |log x| costs none, and a learned
+    model's spread is far below it at every level but the running one (where both are 0)."""
+    bound = abs(x - 1.0) / max(x, 1.0)
+    if two:
+        bound += abs(y - 1.0) / max(y, 1.0)
+    if sd <= bound:
+        return sd
+    span = abs(math.log(x))
+    if two:
+        span += abs(math.log(y))
+    return sd if sd <= span else span  # a NaN spread (nothing known) is the span too
 
 
 @njit(cache=True)
@@ -154,37 +154,46 @@ def level_spread(t_ms: float, fc: float, fm: float, cores: FloatArray, mems: Flo
     """Fill ``sd_now`` and ``sd_top`` (see the module docstring) for the model predicting
     ``t_pred`` (ms) from ``t_ms`` at (``fc``, ``fm``) MHz; ``cores``, ``mems``: each level's
     clocks (with one domain, ``two`` False, ``fm`` and ``mems`` are not read);
-    ``sigma2_ms2``: the residual variance."""
-    lead = 3 if two else 2
-    cov = np.empty((lead, lead))
-    known = lead_covariance(P, lead, dcd, cov)
+    ``sigma2_ms2``: the residual variance. Scalar arithmetic, no allocation under RLS: this
+    runs in every tick of the seed form."""
     n = cores.shape[0]
+    cov = P
+    known = True
+    if dcd:
+        cov = np.empty((3, 3))
+        known = dcd_lead_covariance(P, 3 if two else 2, cov)
     top = 0
     for k in range(1, n):
         if t_pred[k] < t_pred[top]:
             top = k
-    g = np.empty(lead)
-    g_top = np.empty(lead)
-    _gradient(t_ms, fc, fm, cores[top], mems[top], two, g_top)
-    for i in range(lead):
-        g_top[i] /= t_pred[top]
+    t_top = t_pred[top]
+    # the gradient at the top, over its time: g_b(top) / t(top)
+    u0 = t_ms * (fc / cores[top] - 1.0) / t_top
+    if two:
+        u1 = t_ms * (fm / mems[top] - 1.0) / t_top
+        u2 = (cores[top] - fc) * 1e-3 / t_top
+    else:
+        u1 = (cores[top] - fc) * 1e-3 / t_top
+        u2 = 0.0
     for k in range(n):
-        span_now = abs(math.log(fc / cores[k]))
-        span_top = abs(math.log(cores[top] / cores[k]))
-        if two:
-            span_now += abs(math.log(fm / mems[k]))
-            span_top += abs(math.log(mems[top] / mems[k]))
+        ym = fm / mems[k] if two else 1.0
+        yt = mems[top] / mems[k] if two else 1.0
         if not known:
-            sd_now[k] = span_now
-            sd_top[k] = span_top
+            sd_now[k] = _capped(math.inf, fc / cores[k], ym, two)
+            sd_top[k] = _capped(math.inf, cores[top] / cores[k], yt, two)
             continue
-        _gradient(t_ms, fc, fm, cores[k], mems[k], two, g)
-        s = math.sqrt(sigma2_ms2 * _quad(g, cov)) / t_pred[k]
-        sd_now[k] = s if s <= span_now else span_now  # NaN too: nothing known
-        for i in range(lead):
-            g[i] = g[i] / t_pred[k] - g_top[i]
-        s = math.sqrt(sigma2_ms2 * _quad(g, cov))
-        sd_top[k] = s if s <= span_top else span_top
+        g0 = t_ms * (fc / cores[k] - 1.0)
+        if two:
+            g1 = t_ms * (fm / mems[k] - 1.0)
+            g2 = (cores[k] - fc) * 1e-3
+        else:
+            g1 = (cores[k] - fc) * 1e-3
+            g2 = 0.0
+        s = math.sqrt(sigma2_ms2 * _quad(g0, g1, g2, cov, two)) / t_pred[k]
+        sd_now[k] = _capped(s, fc / cores[k], ym, two)
+        tk = t_pred[k]
+        s = math.sqrt(sigma2_ms2 * _quad(g0 / tk - u0, g1 / tk - u1, g2 / tk - u2, cov, two))
+        sd_top[k] = _capped(s, cores[top] / cores[k], yt, two)
 
 
 def level_spread_ref(t_ms: float, fc: float, fm: float, cores: FloatArray, mems: FloatArray,

@@ -103,6 +103,8 @@ def energy(**params: Any) -> dict[str, Any]:
     ("mu", {**SLOWDOWN, "model": {"mu": 1e-3}}, {**FRAME_RATE, "model": {"mu": 1e-3}}),
     ("a_init", {**SLOWDOWN, "model": {"a_init": 0.5}}, {**FRAME_RATE, "model": {"a_init": 0.5}}),
     ("dcd.Nu", {"model": {"dcd": {"Nu": 2}}}, {"model": {"algorithm": "dcd", "dcd": {"Nu": 2}}}),
+    ("dcd.H", {"model": {"dcd": {"H": 8.0}}}, {"model": {"algorithm": "dcd", "dcd": {"H": 8.0}}}),
+    ("dcd.Mb", {"model": {"dcd": {"Mb": 8}}}, {"model": {"algorithm": "dcd", "dcd": {"Mb": 8}}}),
 ])
 def test_a_knob_that_acts_under_no_form_in_force_is_refused(knob, inert, acts) -> None:
     refused = inert_knobs(Config.model_validate(inert))
@@ -155,6 +157,13 @@ def test_govd_eval_refuses_a_margin_under_a_slowdown_target(tmp_path: Path) -> N
     assert "policy.params.margin: 0.3 changes nothing" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert govd_eval("--margin", "0.3", "--form", "seed").returncode == 0
+    # a configuration's knobs are checked the same way, and its dwell replayed
+    config = tmp_path / "govd.yaml"
+    config.write_text("min_dwell_ms: 150\npolicy: {name: energy, params: {confidence: 3.0}}\n")
+    assert govd_eval("--config", str(config), "--insecure-config").returncode == 0
+    config.write_text("policy: {name: energy, params: {margin: 0.3}}\n")
+    refused = govd_eval("--config", str(config), "--insecure-config")
+    assert refused.returncode == 2 and "margin: 0.3 changes nothing" in refused.stderr
 
 
 def test_every_caller_builds_the_same_governor_from_one_configuration() -> None:

@@ -3,8 +3,13 @@ found by name, and ``auto`` follows the target in force tick by tick."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +23,8 @@ from govd.model.scaling_model import ScalingModel
 from govd.model.settings import ModelSettings
 from govd.policy.energy import EnergyPolicy
 from govd.target import Target
+
+REPO = Path(__file__).resolve().parents[1]
 
 LEVELS = np.array([400.0, 500.0, 600.0, 700.0, 800.0, 900.0, 1000.0])
 CORES = np.array([400.0, 400.0, 700.0, 700.0, 1000.0, 1000.0])
@@ -195,3 +202,54 @@ def test_a_prior_is_refused_for_a_form_that_takes_none() -> None:
                  prior=prior)
     gov = Governor(LEVELS, EnergyPolicy(), Target(max_slowdown=0.1), prior=prior)
     assert gov.form == "seed", "auto keeps the form a prior seeds"
+
+
+PLUGIN = '''\
+"""A third party's model form: eq. 10 under another name."""
+from govd.model.forms import Form
+from govd.model.online import OnlineModel
+
+
+class Damped(OnlineModel):
+    form = "damped"
+
+
+def build(levels_mhz, mem_levels_mhz, settings, idle_power_w):
+    return Damped(levels_mhz, settings, idle_power_w)
+
+
+DAMPED = Form("damped", build)
+IMPOSTOR = Form("seed", build)
+'''
+
+PROBE = '''\
+import json
+from govd.conf.schema import Config
+from govd.from_config import governor_from_config
+from govd.governor import Sample
+from govd.model import forms
+gov = governor_from_config(Config.model_validate({"model": {"form": "damped"}}), [400.0, 800.0])
+gov.step(Sample(freq_mhz=800.0, frame_time_ms=5.0, frame_count=1))
+print(json.dumps({"available": forms.available(), "form": gov.form,
+                  "model": type(gov.model).__name__, "seed": forms.form("seed").build.__module__}))
+'''
+
+
+def test_a_third_partys_form_registers_by_one_entry_point_and_cannot_shadow_a_builtin(
+        tmp_path: Path) -> None:
+    """A registration is one `Form` line in the form's module and one entry point in the
+    ``govd.model_forms`` group; ``model.form`` then takes its name."""
+    (tmp_path / "damped_form.py").write_text(PLUGIN)
+    info = tmp_path / "damped_form-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: damped-form\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[govd.model_forms]\ndamped = damped_form:DAMPED\nseed = damped_form:IMPOSTOR\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert "damped" in seen["available"]
+    assert (seen["form"], seen["model"]) == ("damped", "Damped")
+    assert seen["seed"] == "govd.model.online", "a built-in cannot be shadowed"

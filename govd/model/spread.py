@@ -123,12 +123,22 @@ def dcd_lead_covariance(R: FloatArray, lead: int, out: FloatArray) -> bool:
 
 @njit(cache=True, inline="always")
 def _quad(g0: float, g1: float, g2: float, c: FloatArray, two: bool) -> float:
-    """gᵀ C g for the lead gradient (g0, g1) or, with ``two``, (g0, g1, g2)."""
-    q = g0 * (c[0, 0] * g0 + c[0, 1] * g1) + g1 * (c[1, 0] * g0 + c[1, 1] * g1)
+    """gᵀ C g for the lead gradient (g0, g1) or, with ``two``, (g0, g1, g2): the terms
+    g_i·c_ij·g_j added one by one in (i, j) order. Written as one sum of such terms (not
+    factored) so that the kernel compiled ahead of time and numba's JIT round alike
+    (tests/test_kernels_aot.py: a factored form differed in the last bit)."""
+    s = g0 * c[0, 0] * g0
+    s += g0 * c[0, 1] * g1
     if two:
-        q += (g0 * c[0, 2] * g2 + g1 * c[1, 2] * g2
-              + g2 * (c[2, 0] * g0 + c[2, 1] * g1 + c[2, 2] * g2))
-    return max(q, 0.0)
+        s += g0 * c[0, 2] * g2
+    s += g1 * c[1, 0] * g0
+    s += g1 * c[1, 1] * g1
+    if two:
+        s += g1 * c[1, 2] * g2
+        s += g2 * c[2, 0] * g0
+        s += g2 * c[2, 1] * g1
+        s += g2 * c[2, 2] * g2
+    return max(s, 0.0)
 
 
 @njit(cache=True, inline="always")

@@ -1,4 +1,4 @@
-"""pp_dpm_sclk and pp_od_clk_voltage read as every kernel prints them (govd.device.amdgpu_tables)."""
+"""pp_dpm_sclk and pp_od_clk_voltage read as kernels print them (govd.device.amdgpu_tables)."""
 
 from __future__ import annotations
 

@@ -175,7 +175,7 @@ def test_refused_second_edit_puts_the_first_back_and_commits_nothing(tmp_path):
 
 
 def test_nothing_runs_at_the_pin_before_commit(tmp_path):
-    path, kernel, model = hand_written(tmp_path, "rdna2_od")
+    path, kernel, _ = hand_written(tmp_path, "rdna2_od")
     kernel.write_text(path / "device/power_dpm_force_performance_level", "manual")
     kernel.write_text(path / "device/pp_od_clk_voltage", "s 0 1200")
     kernel.write_text(path / "device/pp_od_clk_voltage", "s 1 1200")
@@ -221,7 +221,7 @@ def test_another_section_of_the_od_table_not_held_after_restore_is_named():
 
 
 def test_apu_pins_through_overdrive_and_never_writes_pp_dpm_sclk(tmp_path):
-    path, kernel, model = hand_written(tmp_path, "phoenix")
+    path, kernel, _ = hand_written(tmp_path, "phoenix")
     device = AmdgpuDevice(path, tmp_path, kernel)
     assert device.bounds_mhz == (400, 2400) and device.controllable().ok
     device.set_level(1000)

@@ -214,9 +214,10 @@ def real_folders() -> list[str]:
     return sorted(folders)
 
 
-def from_data(root: Path, folder: str, card: str = "card1") -> tuple[Path, KernelSysfs,
-                                                                     CardModel]:
-    """A tree under ``root`` with the card whose files are in ``DATA/folder``."""
+def from_data(root: Path, folder: str, card: str = "card1", bdf: str | None = None
+              ) -> tuple[Path, KernelSysfs, CardModel]:
+    """A tree under ``root`` with the card whose files are in ``DATA/folder`` (at PCI address
+    ``bdf``; None: the one its uevent names)."""
     src = DATA / folder
     facts = REAL_FACTS.get(folder, {})
     od_files = sorted(src.glob(f"{OD}*"))
@@ -231,7 +232,8 @@ def from_data(root: Path, folder: str, card: str = "card1") -> tuple[Path, Kerne
         b"manual\n" if folder.endswith("/vangogh") else b"auto\n")  # captured in manual
     return amdgpu_card(
         root, card=card, device_id=int(pci.group(1), 16) if pci else 0x73BF,
-        apu=bool(facts.get("apu")), bdf=slot.group(1) if slot else "0000:03:00.0",
+        apu=bool(facts.get("apu")),
+        bdf=bdf or (slot.group(1) if slot else "0000:03:00.0"),
         sclk=(src / SCLK).read_bytes() if (src / SCLK).exists() else None,
         od=od_files[0].read_bytes() if od_files else None, perf=perf, extra=extra,
         legacy_empty=bool(facts.get("legacy_empty")),

@@ -103,7 +103,9 @@ class CardModel:
         model.parent.mkdir(exist_ok=True)
         data = asdict(self)
         data.pop("root")
-        model.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        partial = model.with_suffix(".partial")  # a reader in another process sees all or none
+        partial.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        partial.rename(model)
 
     @classmethod
     def load_all(cls, root: Path) -> list[CardModel]:

@@ -14,6 +14,7 @@ Every attempted write, refused or not, is kept in ``attempts`` with the errno it
 from __future__ import annotations
 
 import errno
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -180,17 +181,20 @@ def pci_card(root: Path, bdf: str, driver: str, card: str = "card0",
 
 def _pinned_pair_rules(
     kernel: KernelSysfs, min_path: Path, max_path: Path, lo: int, hi: int,
-    to_unit: Callable[[int], int], act_paths: list[Path],
+    to_unit: Callable[[int], int], act_paths: list[Path], act_found_mhz: int | None = None,
 ) -> None:
     """min/max soft limits as i915's store functions treat them: rounded to the GT unit, EINVAL
-    outside [lo, hi] or when min > max would result; the running clock follows the limits."""
+    outside [lo, hi] or when min > max would result; the running clock runs where it ran when
+    found (``act_found_mhz``, default: what the files say now), within the limits, so limits put
+    back bring the clock found back too."""
+    found = {act: act_found_mhz if act_found_mhz is not None else int(kernel.value(act))
+             for act in act_paths}
 
     def follow() -> None:
         low, high = int(kernel.value(min_path)), int(kernel.value(max_path))
         for act in act_paths:
-            text = kernel.value(act)
-            if text.isdigit():  # garbage a test put there stays for the next read to meet
-                act.write_text(f"{min(max(int(text), low), high)}\n")
+            if kernel.value(act).isdigit():  # garbage a test put there stays for a read
+                act.write_text(f"{min(max(found[act], low), high)}\n")
 
     def store(which: str) -> Rule:
         def rule(k: KernelSysfs, path: Path, value: str) -> str:
@@ -257,10 +261,40 @@ def xe_lunarlake(
         _put(freq0 / name, value)
     _put(path / "device/tile0/gt1/freq0/rpn_freq", 100)  # the media GT, not governed
     kernel = KernelSysfs(root)
-    kernel.read_only |= {freq0 / n for n in files if n not in ("min_freq", "max_freq")}
-    _pinned_pair_rules(kernel, freq0 / "min_freq", freq0 / "max_freq", rpn, rp0,
-                       lambda mhz: mhz, [freq0 / "act_freq", freq0 / "cur_freq"])
+    xe_rules(kernel, freq0, rpn, rp0, act_mhz)
+    save_spec(root, "xe", {"freq0": str(freq0.relative_to(root)), "rpn": rpn, "rp0": rp0,
+                           "act": act_mhz})
     return path, kernel
+
+
+def xe_rules(kernel: KernelSysfs, freq0: Path, rpn: int, rp0: int, act_mhz: int) -> None:
+    """xe's rules for the GT at ``freq0``: min/max in RPn..RP0, min <= max; the clock found
+    (``act_mhz``) runs within the limits."""
+    kernel.read_only |= {freq0 / n for n in ("rpn_freq", "rp0_freq", "rpe_freq", "act_freq",
+                                             "cur_freq")}
+    _pinned_pair_rules(kernel, freq0 / "min_freq", freq0 / "max_freq", rpn, rp0,
+                       lambda mhz: mhz, [freq0 / "act_freq", freq0 / "cur_freq"], act_mhz)
+
+
+SPEC = "kernel-spec.json"
+"""Under a fixture root: the rules its stateless fixtures (xe) follow, for `tests.kernel_driver`
+to apply in another process (amdgpu cards keep their own model, `tests.amdgpu_kernel`)."""
+
+
+def save_spec(root: Path, kind: str, entry: dict[str, object]) -> None:
+    """Record that the fixture ``entry`` of ``kind`` lives under ``root``."""
+    path = root / SPEC
+    spec = json.loads(path.read_text()) if path.exists() else {}
+    spec.setdefault(kind, []).append(entry)
+    path.write_text(json.dumps(spec, sort_keys=True) + "\n")
+
+
+def load_spec(root: Path, kernel: KernelSysfs) -> None:
+    """Apply the rules `save_spec` recorded under ``root`` to ``kernel``."""
+    path = root / SPEC
+    spec = json.loads(path.read_text()) if path.exists() else {}
+    for entry in spec.get("xe", []):
+        xe_rules(kernel, root / entry["freq0"], entry["rpn"], entry["rp0"], entry["act"])
 
 
 # -- amdgpu (the kernel's rules live in tests.amdgpu_kernel; more classes in tests.amdgpu_cards) --

@@ -86,7 +86,8 @@ def listed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, obje
     folders = real_folders()
     models = {}
     for i, folder in enumerate(folders):
-        _, _, models[folder] = from_data(root, folder, card=f"card{i}", bdf=f"0000:{i + 1:02x}:00.0")
+        _, _, models[folder] = from_data(root, folder, card=f"card{i}",
+                                         bdf=f"0000:{i + 1:02x}:00.0")
     done = subprocess.run([sys.executable, "-m", "govd", "devices", "--json", "--sysfs-root",
                            str(root)], cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})

@@ -6,6 +6,7 @@ import pytest
 
 from govd.device.amdgpu_tables import (
     MAX_SCLK_LINES,
+    od_sclk_pair,
     od_sections,
     parse_od,
     parse_sclk,
@@ -128,3 +129,12 @@ def test_vddc_curve_gives_the_volts():
     assert parse_voltage_curve(HAND_WRITTEN_OD["rdna2_od"]) == [
         (500, 0.7), (1580, 0.85), (2660, 1.15)]
     assert parse_voltage_curve(HAND_WRITTEN_OD["polaris"])[0] == (300, 0.75)
+
+
+@pytest.mark.parametrize("kind", sorted(HAND_WRITTEN_OD))
+def test_quick_od_sclk_read_agrees_with_the_whole_parse(kind):
+    """The tick's check reads only OD_SCLK: it must say what the full parse says."""
+    text = HAND_WRITTEN_OD[kind]
+    assert od_sclk_pair(text) == parse_od(text).sclk_mhz
+    padded = attribute_text(text.replace("OD_RANGE:", "\0" * 300 + "OD_RANGE:").encode())
+    assert od_sclk_pair(padded) == parse_od(padded).sclk_mhz

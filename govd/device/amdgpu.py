@@ -40,6 +40,7 @@ import numpy.typing as npt
 from govd.device.amdgpu_tables import (
     OdTable,
     SclkTable,
+    od_sclk_pair,
     od_sections,
     parse_od,
     parse_sclk,
@@ -280,8 +281,11 @@ class AmdgpuDevice(SysfsDevice):
         self._pin(mhz, mhz)
 
     def _od_sclk(self) -> tuple[int, int] | None:
-        od = self._od()
-        pair = od.sclk_mhz if od is not None else None
+        """OD_SCLK's (minimum, maximum) now, None where the file shows none (read each tick
+        after a write, so without parsing the whole file). Units: MHz."""
+        if not self._has(OD):
+            return None
+        pair = od_sclk_pair(self._read(OD))
         return None if pair is None else (round(pair[0]), round(pair[1]))
 
     def _pin(self, low_mhz: int, high_mhz: int) -> None:

@@ -189,6 +189,22 @@ def parse_od(text: str) -> OdTable:
     return OdTable({key: tuple(lines) for key, lines in sections.items()})
 
 
+_OD_SCLK_PAIR = re.compile(r"(?:^|\n)OD_SCLK:[ \t]*\n[ \t]*0:[ \t]*(\d+)[ \t]*mhz[ \t]*\n"
+                           r"[ \t]*1:[ \t]*(\d+)[ \t]*mhz[ \t]*(?:\n|$)", re.IGNORECASE)
+
+
+def od_sclk_pair(text: str) -> tuple[float, float] | None:
+    """``OD_SCLK``'s (minimum, maximum) from ``pp_od_clk_voltage``, as `OdTable.sclk_mhz` gives
+    it but without parsing the other sections: the check a tick makes. Units: MHz."""
+    match = _OD_SCLK_PAIR.search(text)
+    if match is None or "OD_SCLK:" not in text:
+        return None
+    section = text[match.end():].lstrip()
+    if section[:2].rstrip(":").isdigit():  # a third point: Polaris/Vega, no min/max pair
+        return None
+    return float(match.group(1)), float(match.group(2))
+
+
 def od_sections(text: str) -> dict[str, tuple[str, ...]]:
     """The sections of a string made by `OdTable.without`, by name."""
     found: dict[str, tuple[str, ...]] = {}

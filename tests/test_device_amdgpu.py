@@ -314,3 +314,16 @@ def test_clock_unmarked_in_the_table_comes_from_hwmon_or_is_unknown(tmp_path):
     assert np.isnan(device.read().freq_mhz)
     (path / "device/hwmon/hwmon1/freq1_input").write_text("2104000000\n")
     assert AmdgpuDevice(path, tmp_path, kernel).read().freq_mhz == 2104
+
+
+def test_od_table_refusing_the_restore_still_gets_the_level_back_and_says_what_failed(tmp_path):
+    path, kernel = amdgpu_navi21(tmp_path)
+    device = AmdgpuDevice(path, tmp_path, kernel)
+    device.set_level(1500)
+    kernel.fail(path / "device/pp_od_clk_voltage", "write", errno.EBUSY)
+    with pytest.raises(DeviceError, match="Device or resource busy"):
+        device.restore()
+    assert device.performance_level() == "auto"  # not left in manual by the OD failure
+    kernel.heal()
+    device.restore()  # a later restore finishes the job
+    assert device._od_sclk() == (500, 2660)

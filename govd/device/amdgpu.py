@@ -372,25 +372,44 @@ class AmdgpuDevice(SysfsDevice):
         return f"{self.name}: {self._mask_caveat(saved['sclk_index'])}"
 
     def _restore_state(self, state: dict[str, Any]) -> None:
-        saved = state["performance_level"]
+        failure: DeviceError | None = None
+        try:  # the performance level is put back whatever happens here
+            self._restore_od(state)
+        except DeviceError as exc:
+            failure = exc
+        self._restore_level(state)
+        if failure is not None:
+            if self._not_held(state, self._capture_state()):
+                raise failure
+            # an APU leaving manual takes its default clocks back by itself
+            log.info("%s: %s; the found state holds all the same", self.name, failure)
+
+    def _restore_od(self, state: dict[str, Any]) -> None:
+        """Put OD_SCLK back: the values found, in the safe order, committed; ``r`` + ``c`` where
+        the kernel refuses a value found or (an APU found outside manual) none was shown."""
         found_od = state.get("od_sclk_mhz")
         now_od = self._od_sclk()
-        if now_od is not None:
-            if found_od is None and saved != MANUAL:
-                # an APU found outside manual showed no OD_SCLK: its defaults, which leaving
-                # manual also brings back
-                self._ensure_manual()
+        if now_od is None:
+            return
+        if found_od is None and state["performance_level"] != MANUAL:
+            # an APU found outside manual showed no OD_SCLK: its defaults, which leaving
+            # manual also brings back
+            self._ensure_manual()
+            self._write(OD, "r")
+            self._write(OD, "c")
+        elif found_od is not None and tuple(found_od) != now_od:
+            self._ensure_manual()
+            try:
+                self._pin(*found_od)
+            except WriteRefused as exc:
+                log.info("%s: %s; putting back the table the GPU booted with (r, c)",
+                         self.name, exc)
                 self._write(OD, "r")
                 self._write(OD, "c")
-            elif found_od is not None and tuple(found_od) != now_od:
-                self._ensure_manual()
-                try:
-                    self._pin(*found_od)
-                except WriteRefused as exc:
-                    log.info("%s: %s; putting back the table the GPU booted with (r, c)",
-                             self.name, exc)
-                    self._write(OD, "r")
-                    self._write(OD, "c")
+
+    def _restore_level(self, state: dict[str, Any]) -> None:
+        """Put the performance level back (and, in manual, the level that was running)."""
+        saved = state["performance_level"]
         if saved == MANUAL:
             self._ensure_manual()
             if "sclk_index" in state and self._table().running_index != state["sclk_index"]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from govd.device.amdgpu import MAX_OD_LEVELS
+from govd.device.amdgpu_modes import MAX_OD_LEVELS
 from tests.amdgpu_cards import DATA, REAL_FACTS, from_data, real_folders
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,7 +9,8 @@ import logging
 import numpy as np
 import pytest
 
-from govd.device.amdgpu import MAX_OD_LEVELS, AmdgpuDevice, od_grid_mhz
+from govd.device.amdgpu import AmdgpuDevice
+from govd.device.amdgpu_modes import MAX_OD_LEVELS, od_grid_mhz
 from govd.device.base import DeviceError, WriteRefused
 from tests.amdgpu_cards import hand_written
 from tests.sysfs_fixtures import amdgpu_navi21, amdgpu_polaris

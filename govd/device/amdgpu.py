@@ -12,7 +12,8 @@ What govd does depends on what the card's files offer (formats: `govd.device.amd
   APU the range is ``OD_RANGE`` (its maximum is the hardware's); on a discrete GPU it is the
   soft range found within ``OD_RANGE`` (never above the maximum found: govd does not
   overclock). A Van Gogh before Linux 6.17 prints the file only in ``manual``: its range is then
-  ``pp_dpm_sclk``'s first and last line. APUs refuse ``pp_dpm_sclk`` writes (EINVAL); govd never writes it on such a part.
+  ``pp_dpm_sclk``'s first and last line. APUs refuse ``pp_dpm_sclk`` writes (EINVAL); govd
+  never writes it on such a part.
 - **Minimum and maximum only** (an RDNA GPU without ``OD_SCLK``): nothing between them can be
   set, so govd does not govern it and says what would enable fine control.
 - **RDNA4** prints ``OD_SCLK_OFFSET``, one offset to the firmware's clock curve: it moves the

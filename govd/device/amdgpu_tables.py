@@ -90,6 +90,7 @@ def parse_sclk(text: str) -> SclkTable:
                          f"{' '.join(map(str, numbers[:20]))}")
     fine = 2 <= len(numbered) <= FINE_LINES  # one line is one level, whatever the part
     starred = [(i, mhz) for i, (_, mhz, star) in enumerate(numbered) if star]
+    levels: tuple[float, ...]
     if fine:
         levels = (numbered[0][1], numbered[-1][1])
         running = [0 if i == 0 else 1 for i, _ in starred if i in (0, len(numbered) - 1)]

@@ -8,13 +8,19 @@ levels are the supported (core, memory) pairs: every memory clock of
 graphics clocks at the highest memory clock (the driver's default), and `govd devices` says why.
 A GPU that refuses the memory lock as NOT_SUPPORTED all the same falls back to that at once.
 
+Datacenter GPUs list one memory clock and 38-190 graphics clocks 5-15 MHz apart: all of them are
+levels. Only more than `GOVERNED_LEVELS` (a GeForce's (core, memory) pairs) are thinned, each
+memory clock keeping its share of its own supported clocks. On Hopper and newer the GPM counters
+(`govd.device.nvml_gpm`: SM activity, DRAM bandwidth) come with every reading.
+
 `set_level` locks the graphics clock, ``nvmlDeviceSetGpuLockedClocks(h, f, f)`` (Volta or newer,
 root only), at the memory clock in force; `set_pair` locks both, with
 ``nvmlDeviceSetMemoryLockedClocks(h, m, m)``. A lower memory clock supports fewer graphics clocks
 (the top ones go), so when the memory clock falls the graphics clock is locked first and when it
 rises the memory clock is: the pair in force is always one NVML supports. When the second lock is
 refused the first is put back (as the i915 min/max pair). A clock set costs 10-15 ms on a V100
-(seed 002), so a set that would change nothing is skipped.
+(seed 002), and locking every 50 ms delayed NCCL collectives in a reported NVIDIA issue, so a set
+that would change nothing is skipped: a lock is written only when the decision changes.
 
 What `save` and `restore` can do: NVML has no call that reads a locked-clock range back, so govd
 cannot tell whether another tool (``nvidia-smi -lgc``) had locked the clocks before it started,

@@ -328,3 +328,16 @@ def test_od_table_refusing_the_restore_still_gets_the_level_back_and_says_what_f
     kernel.heal()
     device.restore()  # a later restore finishes the job
     assert device._od_sclk() == (500, 2660)
+
+
+@pytest.mark.parametrize("state", [
+    {"performance_level": "auto", "od_sclk_mhz": [2660, 500]},
+    {"performance_level": "auto", "od_sclk_mhz": [500]},
+    {"performance_level": "auto", "od_sclk_mhz": [500.5, 2660]},
+    {"performance_level": "auto", "od_sclk_mhz": [True, 2660]},
+    {"performance_level": "auto", "od_other": "x" * 100_000},
+], ids=["min-above-max", "one-clock", "fraction", "boolean", "huge-text"])
+def test_state_file_entry_no_save_writes_is_refused_in_one_line(state):
+    with pytest.raises(ValueError) as refused:
+        AmdgpuDevice.check_state(state)
+    assert "\n" not in str(refused.value) and len(str(refused.value)) < 200

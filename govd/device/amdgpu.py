@@ -58,6 +58,8 @@ PERF = "device/power_dpm_force_performance_level"
 SCLK = "device/pp_dpm_sclk"
 OD = "device/pp_od_clk_voltage"
 HWMON_SCLK = "freq1_input"
+MAX_OD_TEXT = 8192
+"""Longest ``od_other`` a state file may hold: pp_od_clk_voltage is one page (4 KiB)."""
 
 class AmdgpuDevice(SysfsDevice):
     """An amdgpu card (``cardN``); its files live in the PCI device directory ``cardN/device``."""
@@ -71,7 +73,8 @@ class AmdgpuDevice(SysfsDevice):
 
     @classmethod
     def check_state(cls, state: object) -> None:
-        """As `SysfsDevice.check_state`, and ``od_sclk_mhz`` two whole MHz, the minimum first."""
+        """As `SysfsDevice.check_state`, and ``od_sclk_mhz`` two whole MHz, the minimum first,
+        ``od_other`` no longer than a page of the file it comes from."""
         super().check_state(state)
         assert isinstance(state, dict)
         pair = state.get("od_sclk_mhz")
@@ -79,6 +82,8 @@ class AmdgpuDevice(SysfsDevice):
                 len(pair) == 2 and all(type(v) is int and 0 < v < 100_000 for v in pair)
                 and pair[0] <= pair[1]):
             raise ValueError(f"amdgpu state 'od_sclk_mhz' is {excerpt(str(pair))}")
+        if len(state.get("od_other", "")) > MAX_OD_TEXT:
+            raise ValueError(f"amdgpu state 'od_other' is longer than {MAX_OD_TEXT} characters")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

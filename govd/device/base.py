@@ -151,6 +151,13 @@ class Device(ABC):
         raises DeviceGone/DeviceError like `read`."""
         return None
 
+    def unrestorable(self) -> str | None:
+        """What `restore` cannot put back as found because the driver does not show it (one
+        line naming the device, e.g. an amdgpu ``pp_dpm_sclk`` mask another tool forced), None
+        when the found state can be put back whole (the default). A restore puts back what it
+        can and logs this; whoever reports "every device restored" should say it too."""
+        return None
+
     @abstractmethod
     def save(self) -> dict[str, Any]:
         """The state found before govd's first write, as JSON-able data that `restore_saved`

@@ -28,10 +28,18 @@ _NO_BACKEND = {
 def describe(device: Device) -> dict[str, Any]:
     """What `govd devices` shows for one device; a failing read becomes the reason, not a crash."""
     row: dict[str, Any] = {"name": device.name, "backend": device.backend}
+    # Each part on its own: a clock that cannot be read must not hide why the device is (not)
+    # governed, nor the verdict hide the levels it has.
+    try:
+        verdict = device.controllable()
+        row["controllable"], row["reason"] = verdict.ok, verdict.reason
+    except DeviceError as exc:
+        row.update(controllable=False, reason=str(exc))
     try:
         levels = device.levels_mhz
-        row["levels"] = len(levels)
-        row["min_mhz"], row["max_mhz"] = float(levels[0]), float(levels[-1])
+        if len(levels):
+            row["levels"] = len(levels)
+            row["min_mhz"], row["max_mhz"] = float(levels[0]), float(levels[-1])
         reading = device.read()
         row["current_mhz"] = None if math.isnan(reading.freq_mhz) else reading.freq_mhz
         mem_levels = device.mem_levels_mhz
@@ -39,10 +47,9 @@ def describe(device: Device) -> dict[str, Any]:
             row["mem_levels_mhz"] = sorted({float(m) for m in mem_levels})
             mem_mhz = reading.mem_freq_mhz
             row["current_mem_mhz"] = None if math.isnan(mem_mhz) else mem_mhz
-        verdict = device.controllable()
-        row["controllable"], row["reason"] = verdict.ok, verdict.reason
     except DeviceError as exc:
-        row.update(controllable=False, reason=str(exc))
+        if row["controllable"]:  # a device that cannot be read cannot be governed either
+            row.update(controllable=False, reason=str(exc))
     row["gpu"] = device.not_gpu is None
     if device.not_gpu is not None:
         row["skipped"] = f"{device.not_gpu}: governed only when a `devices:` entry names it"

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from govd.device.base import Controllability, DeviceError, Reading, levels_problem
-from govd.device.sysfs import SysfsDevice, nearest_level
+from govd.device.sysfs import SysfsDevice, excerpt, nearest_level
 
 _HZ_PER_MHZ = 1e6
 USERSPACE = "userspace"
@@ -41,10 +41,11 @@ class DevfreqDevice(SysfsDevice):
         try:
             hz = sorted({int(word) for word in text.split()})
         except ValueError as exc:
-            raise DeviceError(f"{self.path}/available_frequencies: cannot parse {text!r}") from exc
+            raise DeviceError(f"{self.path}/available_frequencies: cannot parse "
+                              f"{excerpt(text)}") from exc
         if not hz or hz[0] <= 0:
             raise DeviceError(f"{self.path}/available_frequencies: no positive frequency listed "
-                              f"({text.strip()!r})")
+                              f"({excerpt(text)})")
         return np.asarray(hz, dtype=np.float64) / _HZ_PER_MHZ
 
     @property

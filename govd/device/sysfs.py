@@ -37,6 +37,24 @@ _O_WRITE = (os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
             | os.O_NONBLOCK)
 
 
+def attribute_text(data: bytes) -> str:
+    """A sysfs attribute's bytes as text: every NUL dropped (some kernels pad a page with NULs,
+    at the end or between sections of ``pp_od_clk_voltage``, and NUL is no white space to
+    ``str.strip``), surrounding white space stripped. Raises UnicodeDecodeError."""
+    if b"\0" in data:
+        data = data.replace(b"\0", b"")
+    return data.decode().strip()
+
+
+def excerpt(text: str, limit: int = 60) -> str:
+    """``text`` quoted for a message: one line, printable (``repr`` escapes line breaks, NULs and
+    terminal escapes), cut to ``limit`` characters with the length said, so a file of 64 KiB of
+    junk never lands whole in the journal."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 def _read_to_end(fd: int, offset: int | None) -> bytes:
     """Everything from ``offset`` (None: the fd's position) to the end of the file, the first
     `_READ_BYTES` having been read. Raises OSError (EFBIG) past `MAX_ATTRIBUTE_BYTES`."""
@@ -64,14 +82,15 @@ class SysfsIO:
     path handling was most of a tick's cost."""
 
     def read_text(self, path: str | Path) -> str:
-        """The file's content, stripped of surrounding white space. `SysfsDevice` passes a
-        str: os.open converts a Path through two Python-level calls each time."""
+        """The file's content as `attribute_text` makes it (NULs dropped, surrounding white
+        space stripped). `SysfsDevice` passes a str: os.open converts a Path through two
+        Python-level calls each time."""
         fd = os.open(path, _O_READ)
         try:
             data = os.read(fd, _READ_BYTES)  # a whole attribute, nearly always
             if len(data) == _READ_BYTES:
                 data += _read_to_end(fd, None)
-            return data.decode().strip()
+            return attribute_text(data)
         finally:
             os.close(fd)
 
@@ -106,7 +125,7 @@ class KeptOpenSysfsIO(SysfsIO):
         self._fds: dict[str | Path, int] = {}
 
     def read_text(self, path: str | Path) -> str:
-        """The file's content now, stripped of surrounding white space."""
+        """The file's content now, as `attribute_text` makes it."""
         fd = self._fds.get(path)
         if fd is None:
             fd = self._fds[path] = os.open(path, _O_READ)
@@ -114,7 +133,7 @@ class KeptOpenSysfsIO(SysfsIO):
             data = os.pread(fd, _READ_BYTES, 0)  # a whole attribute, nearly always
             if len(data) == _READ_BYTES:
                 data += _read_to_end(fd, _READ_BYTES)
-            return data.decode().strip()
+            return attribute_text(data)
         except OSError:
             del self._fds[path]
             os.close(fd)
@@ -238,9 +257,11 @@ class SysfsDevice(Device):
         try:
             value = float(text)
         except ValueError as exc:
-            raise DeviceError(f"{self.path / rel}: expected a number, got {text!r}") from exc
+            raise DeviceError(f"{self.path / rel}: expected a number, got {excerpt(text)}"
+                              ) from exc
         if not math.isfinite(value):
-            raise DeviceError(f"{self.path / rel}: expected a finite number, got {text!r}")
+            raise DeviceError(f"{self.path / rel}: expected a finite number, got "
+                              f"{excerpt(text)}")
         return value
 
     def _write(self, rel: str, value: str | int) -> None:

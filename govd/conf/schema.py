@@ -232,6 +232,9 @@ class FramesConfig(Section):
     """Where frame times come from."""
 
     source: Literal["socket", "mangohud", "busy", "sim"] = "socket"
+    silent_after_s: PositiveFloat = 5.0
+    """A device no frame came for this long is left to its own governor until frames come
+    (`govd.daemon.device_runner`). Units: s."""
     socket: SocketConfig = Field(default_factory=SocketConfig)
     mangohud: MangoHudConfig = Field(default_factory=MangoHudConfig)
 

@@ -131,6 +131,15 @@ def frames_for(frames: list[Frame], device_name: str) -> list[Frame]:
     return frames if len(mine) == len(frames) else mine
 
 
+def silent_after_s(config: Config, governor: Governor) -> float | None:
+    """How long a device may go without frames before it is left to its own governor; None
+    where it is governed without frames: its policy reads no model (ondemand, performance...),
+    or its frames are busy time."""
+    if config.frames.source == "busy" or not governor.policy.uses_model:
+        return None
+    return config.frames.silent_after_s
+
+
 def datagram_queue_len(path: str = QLEN_PATH) -> int:
     """How many datagrams the kernel queues on a Unix datagram socket (``max_dgram_qlen``)."""
     try:
@@ -272,17 +281,31 @@ class Daemon:
         reopen = None
         if device.backend in REOPEN_WHEN_BACK:
             reopen = functools.partial(discovery_reopen, sysfs_root=self.options.sysfs_root)
-        # MangoHud: busy time while no log is live; with either, busy time from DRM fdinfo
-        # where the device reports none (i915, xe).
-        mangohud = self.source if isinstance(self.source, MangoHudSource) else None
+        # With busy time or MangoHud, busy time from DRM fdinfo where the device reports none
+        # (i915, xe): the idle back-off and busy-time policies read it.
+        mangohud = isinstance(self.source, MangoHudSource)
         path = getattr(device, "path", None)
         meter = meter_for(path) if (busy or mangohud) and isinstance(path, Path) else None
         return DeviceRunner(
             device, governor, settings, self.limiter, summary, self.metrics, recorder,
-            BusySource(app=device.name) if busy or mangohud else None, reopen,
+            BusySource(app=device.name) if busy else None, reopen,
             busy_meter=meter.sample if meter is not None else None,
-            frames_live=(lambda: mangohud.live) if mangohud is not None else None,
+            silent_after_s=silent_after_s(self.config, governor),
+            no_frames_hint=self._no_frames_hint(),
         )
+
+    def _no_frames_hint(self) -> str:
+        """What a user without frames can do, for the journal and `govd status`."""
+        source = self.source
+        if isinstance(source, MangoHudSource):
+            return (f"No MangoHud log is growing in {source.folder}: start the game through "
+                    "MangoHud with autostart_log=1 and MangoHud 0.6.9 or newer (README: Frames "
+                    "from games).")
+        if isinstance(source, SocketSource):
+            return (f"Programs send frame or step times to {source.path} (govd.client; README: "
+                    "Frames from programs, Frames from games); the ondemand policy governs "
+                    "without frames.")
+        return ""
 
     def _take_new(self, now_s: float) -> None:
         """Govern the devices that appeared since start: each one's state goes to the state
@@ -558,6 +581,8 @@ class Daemon:
         for runner, b in zip(kept, built, strict=True):
             runner.settings = b.settings
             runner.metrics = self.metrics
+            runner.silent_after_s = silent_after_s(config, b.governor if new_governors
+                                                   else runner.governor)
             if interval_s != old.logging.summary_interval_s:
                 runner.summary = (DeviceSummary(log, runner.name, interval_s)
                                   if interval_s > 0 else None)

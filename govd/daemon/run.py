@@ -66,6 +66,8 @@ def run_daemon(args: argparse.Namespace) -> int:
         return run_demo(args)
     if args.speed != 1.0:
         raise UsageError("--speed only applies to --sim")
+    if args.report is not None:
+        raise UsageError("--report only applies to --sim")
     from govd.daemon.daemon import Daemon, Options, StartError
     from govd.daemon.governed import SetupError
     from govd.daemon.state import StateFileError
@@ -155,6 +157,8 @@ def register(subparsers: Any) -> None:
     run.add_argument("--scenario", default="game-medium", help="with --sim: the workload")
     run.add_argument("--duration-s", type=_duration, default=None,
                      help="with --sim: simulated seconds to run (default 600)")
+    run.add_argument("--report", type=Path, default=None,
+                     help="with --sim: write the comparison with the twins as JSON to this file")
     run.add_argument("--record", type=Path, default=None,
                      help="write a run trace CSV (time_s,frame_time_ms,frame_count,freq_mhz,...)")
     run.add_argument("--sysfs-root", type=Path, default=Path("/sys"),

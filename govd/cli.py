@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "config": "govd.conf.commands",
     "run": "govd.daemon.run",
     "restore": "govd.daemon.run",
+    "reload": "govd.daemon.run",
     "status": "govd.daemon.run",
     "eval": "govd.eval.cli",
     "replay": "govd.eval.trace_cli",

@@ -201,3 +201,14 @@ def test_missing_prometheus_client_gives_clear_error(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(builtins, "__import__", no_prometheus)
     with pytest.raises(MetricsUnavailable, match=r"pip install 'govd\[metrics\]'"):
         metrics_module.Metrics()
+
+
+def test_an_address_other_hosts_reach_is_refused_unless_the_config_allows_it() -> None:
+    from govd.conf.schema import Config
+    from govd.daemon.validate import _metrics_problems
+
+    published = {"enabled": True, "listen": "0.0.0.0:9586"}
+    [problem] = _metrics_problems(Config.model_validate({"metrics": published}))
+    assert "set metrics.allow_non_loopback" in problem
+    allowed = Config.model_validate({"metrics": {**published, "allow_non_loopback": True}})
+    assert _metrics_problems(allowed) == []

@@ -270,6 +270,8 @@ class MetricsConfig(Section):
 
     enabled: bool = False
     listen: str = "127.0.0.1:9586"
+    allow_non_loopback: bool = False
+    """Listen on an address other hosts reach (the numbers say what runs on the GPU)."""
 
     @field_validator("listen")
     @classmethod

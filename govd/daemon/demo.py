@@ -3,12 +3,14 @@ kernel's governors.
 
 Three simulated GPUs run as separate processes (`python -m govd.sim.live`), the same scenario,
 seed and duration: one keeps its devfreq tree in a temporary folder and sends its frames to the
-daemon's socket; the twins are left under the kernel's ``performance`` governor (the one that
-meets the target: what govd's saving is measured against) and ``simple_ondemand`` (the
-default, which saves energy by missing deadlines), with nobody listening.
-The daemon governs the first exactly as it governs hardware (discovery under the tree's root,
-the ``devfreq`` backend, the ``socket`` source, the state file), prints one status line per wall
-second, and when the simulated run ends both summaries are compared.
+daemon's socket (with ``--no-frames`` to nobody: what govd does when nothing reports frames);
+the twins are left under the kernel's ``performance`` governor (the one that meets the target:
+what govd's saving is measured against) and ``simple_ondemand`` (the default, which saves
+energy by missing deadlines), with nobody listening. The daemon governs the first exactly as
+it governs hardware (discovery under the tree's root, the ``devfreq`` backend, the ``socket``
+source, the state file) but on the simulated GPU's own time, in lockstep with it
+(`govd.sim.clock`); it prints one status line per wall second, and when the simulated run ends
+govd is compared with each twin on the same work (`compare`).
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ def _demo_config(args: argparse.Namespace, tmp: Path) -> tuple[Config, Path | No
 
     config, path = read_config(args) if args.config is not None else (Config(), None)
     frames = config.frames.model_copy(update={
-        "source": "socket",
+        # busy time stays busy time; every other source is the demo's socket
+        "source": "busy" if config.frames.source == "busy" else "socket",
         "socket": config.frames.socket.model_copy(
             update={"path": str(tmp / "frames.sock"), "group": None}),
     })
@@ -261,7 +264,9 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"govd: simulated GPU under {governed_root}, {args.scenario}, "
               f"{duration_s:g} s at {args.speed:g}x (~{duration_s / args.speed:.0f} s); "
               f"twins under {', '.join(TWINS)} beside it", flush=True)
-        sims.append(_start_sim(governed_root, tmp / "frames.sock", args, duration_s,
+        # --no-frames: the application reports no frames (to a socket nobody reads)
+        sends_to = tmp / ("nobody.sock" if args.no_frames else "frames.sock")
+        sims.append(_start_sim(governed_root, sends_to, args, duration_s,
                                tmp / "governed.log", lockstep=True))
         for name, root in twin_roots.items():
             sims.append(_start_sim(root, tmp / "nobody.sock", args, duration_s,

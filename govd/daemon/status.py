@@ -112,7 +112,7 @@ def _status_lines(status: Any) -> list[str]:
 
 def frame_source_lines(report: dict[str, Any]) -> list[str]:
     """What the frame source says (`FrameSource.report`): frames per program, then each problem
-    the user must fix."""
+    the user must fix (frames naming a device govd does not govern among them)."""
     lines = []
     by_app = report.get("frames_by_app")
     if by_app is not None:
@@ -122,4 +122,10 @@ def frame_source_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"frames from MangoHud ({live}): {shown}"
                      + (f"; sampled logs: {', '.join(sampled)}" if sampled else ""))
     lines += [f"problem: {problem}" for problem in report.get("problems", [])]
+    unknown = report.get("unknown_devices") or {}
+    if unknown:
+        named = ", ".join(f"{name} ({count})" for name, count in sorted(unknown.items()))
+        governed = ", ".join(report.get("devices") or []) or "none"
+        lines.append(f"problem: frames for devices govd does not govern, dropped: {named}; "
+                     f"device= must name one it governs ({governed}), or be left out")
     return lines

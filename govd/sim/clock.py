@@ -48,7 +48,7 @@ SLACK_S = 1e-6
 time moves in exact 50 ms steps: a deadline may land a hair before the simulated tick it
 stands for. The simulator counts a deadline within this of a tick's end as reaching it (the
 daemon's scheduler does the same, `govd.daemon.loop.ON_TIME_S`). Units: s."""
-POLL_WALL_S = 0.002
+POLL_WALL_S = 0.0005
 """Longest wall-clock wait between two looks at the simulated time. Units: s."""
 
 

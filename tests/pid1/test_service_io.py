@@ -8,8 +8,12 @@ import json
 import re
 from pathlib import Path
 
+import yaml
+
 from tests.pid1.conftest import (
+    CONFIG,
     SUMMARY_INTERVAL_S,
+    config_text,
     journal,
     main_pid,
     show,
@@ -176,3 +180,41 @@ def test_systemd_analyze_security_in_the_container_matches_the_offline_figure(
 
 def analyze_offline(service: Path) -> str:
     return analyze("security", "--offline=yes", "--no-pager", str(service)).stdout
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_blocks(section: str, kind: str) -> list[str]:
+    """The ```kind blocks of one README section, as written."""
+    text = README.read_text()
+    start = text.index(section)
+    body = text[start:text.index("\n## ", start + len(section))]
+    return re.findall(rf"```{kind}\n(.*?)```", body, re.DOTALL)
+
+
+def test_the_readme_metrics_section_serves_the_metrics(govd: Container) -> None:
+    [config] = readme_blocks("## Metrics (Prometheus)", "yaml")
+    [commands] = readme_blocks("## Metrics (Prometheus)", "sh")
+    enabled = yaml.safe_load(config)
+    govd.write(CONFIG, config_text_with(**enabled))
+    *setup, scrape = commands.strip().splitlines()
+    for line in setup:
+        govd.sh(line, timeout=120)
+    # the drop-in lets the unit open its port; the model needs a few ticks for the estimate
+    wait_for("the model predicting", lambda: predicting(govd), box=govd)
+    families = wait_for("the saving's metrics", lambda: "govd_top_clock_energy_joules_total"
+                        in (text := govd.sh(scrape, check=False)) and text, box=govd)
+    names = {line.split("{")[0].split(" ")[0] for line in str(families).splitlines()}
+    for name in ("govd_level_hertz", "govd_energy_joules_total", "govd_frames_total",
+                 "govd_top_clock_energy_joules_total", "govd_top_clock_correction",
+                 "govd_busy_ratio", "govd_left_to_own_governor"):
+        assert name in names, sorted(names)
+
+
+def config_text_with(**sections: object) -> str:
+    """The test configuration with ``sections`` merged over it."""
+    document = yaml.safe_load(config_text())
+    for key, value in sections.items():
+        document[key] = {**document.get(key, {}), **value}  # type: ignore[dict-item]
+    return yaml.safe_dump(document, sort_keys=False)

@@ -218,3 +218,37 @@ def config_text_with(**sections: object) -> str:
     for key, value in sections.items():
         document[key] = {**document.get(key, {}), **value}  # type: ignore[dict-item]
     return yaml.safe_dump(document, sort_keys=False)
+
+
+PLAYER_LOG = """
+import os, sys, time
+os.umask(0o007)  # the log is 0660: readable by its group (govd, from the folder) alone
+path = "/var/lib/govd/mangohud/game_2026-01-02_03-04-05.csv"
+with open(path, "w") as log:
+    log.write("fps,frametime,elapsed\\n")
+    for k in range(int(sys.argv[1])):
+        log.write(f"80.0,12.5,{k * 12_500_000}\\n")
+        log.flush()
+        time.sleep(0.0125)
+"""
+
+
+def test_the_readme_mangohud_section_follows_a_players_0660_log(govd: Container) -> None:
+    # README "Frames from games (MangoHud)": step 1 (install made the folder and the group; the
+    # player is a member), step 3 (the configuration, then a restart), step 4 (govd status).
+    [frames] = [block for block in readme_blocks("## Frames from games (MangoHud)", "yaml")
+                if "source: mangohud" in block]
+    govd.write(CONFIG, config_text_with(**yaml.safe_load(frames)))
+    govd.run("systemctl", "restart", "govd.service", timeout=120)
+    gid = govd.run("getent", "group", "govd").stdout.split(":")[2]
+    player = govd.run("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", f"--groups={gid}",
+                      "/opt/govd/bin/python", "-c", PLAYER_LOG, "400", check=False, timeout=120)
+    assert player.returncode == 0, player.stderr
+    mode = govd.sh("stat -c '%a %G' /var/lib/govd/mangohud/game_2026-01-02_03-04-05.csv")
+    assert mode.split() == ["660", "govd"]
+    report = wait_for("the log's frames in the status", lambda: (
+        status(govd).get("frame_source", {}).get("frames_by_app", {}).get("game", 0) > 100
+        and status(govd)["frame_source"]), timeout_s=30, box=govd)
+    assert not report.get("problems"), report  # type: ignore[union-attr]
+    shown = govd.run("govd", "status").stdout
+    assert "frames from MangoHud" in shown and "game " in shown

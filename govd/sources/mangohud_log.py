@@ -35,6 +35,7 @@ from its start; the file is closed while it does not grow and reopened at the sa
 from __future__ import annotations
 
 import contextlib
+import grp
 import math
 import os
 import re
@@ -315,8 +316,17 @@ def unreadable_why(path: Path, exc: OSError) -> str:
         st = os.lstat(path)
     except OSError:
         return why
-    return (f"{why} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}, group gid "
-            f"{st.st_gid}): govd reads MangoHud's logs as a member of the group govd, so a log "
+    found = (f"{why} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}, group gid "
+             f"{st.st_gid})")
+    if st.st_mode & stat.S_IRGRP and st.st_gid not in [*os.getgroups(), os.getegid()]:
+        try:
+            group = grp.getgrgid(st.st_gid).gr_name
+        except KeyError:
+            group = str(st.st_gid)
+        if group == "govd":
+            return (f"{found}: govd is not in the group govd, which may read it: the unit "
+                    "lacks SupplementaryGroups=govd (one older than this govd: make install)")
+    return (f"{found}: govd reads MangoHud's logs as a member of the group govd, so a log "
             "must be readable by that group, or by all; the folder gives new logs the group, "
             "the player's umask sets their mode (umask 022 or 002, not 077)")
 

@@ -71,8 +71,9 @@ bench: setup
 	$(PY) bench/bench_model.py
 
 # The README's first command: the real daemon governs the built-in simulated GPU (a separate
-# process keeping a devfreq tree in a temporary folder) for 600 simulated seconds at 10x speed,
-# about a minute, printing a status line per second and the comparison with ondemand at the end.
+# process keeping a devfreq tree in a temporary folder, in lockstep with the daemon) for 600
+# simulated seconds at up to 10x speed, printing a status line per wall second and, at the end,
+# the comparison with the twins under the kernel's performance and simple_ondemand governors.
 demo: setup
 	$(PY) -m govd run --sim --speed 10 --duration-s 600
 

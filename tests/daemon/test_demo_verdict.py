@@ -44,3 +44,16 @@ def test_govd_status_estimates_the_saving_the_twin_at_the_top_clock_measured(
     estimate = found["estimate"]
     assert estimate["sure"] in ("good", "rough")
     assert estimate["saved_share"] == pytest.approx(measured, abs=0.05)
+
+
+def test_with_nothing_sending_frames_govd_costs_what_the_kernels_governor_does(
+        tmp_path: Path) -> None:
+    # A silent socket held the top clock (game-medium: 1.21 W where simple_ondemand used
+    # 0.755 W): now the device is left to its own governor until frames come.
+    report = tmp_path / "silent.json"
+    done = subprocess.run([sys.executable, "-m", "govd", "run", "--sim", "--no-frames",
+                           "--speed", "20", "--duration-s", "30", "--report", str(report)],
+                          cwd=REPO, check=True, capture_output=True, text=True, timeout=900)
+    found = json.loads(report.read_text())
+    assert found["energy_j"] == pytest.approx(found["twins"]["ondemand"]["energy_j"], rel=1e-3)
+    assert "left to its own governor until frames come (energy needs them)" in done.stdout

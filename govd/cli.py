@@ -10,6 +10,8 @@ without a home may lack). Errors the user can fix are printed as one line.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -22,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "config": "govd.conf.commands",
     "run": "govd.daemon.run",
     "restore": "govd.daemon.run",
+    "reload": "govd.daemon.run",
     "status": "govd.daemon.run",
     "eval": "govd.eval.cli",
     "replay": "govd.eval.trace_cli",
@@ -73,11 +76,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
+    # The sub-command by its name: ``args.command`` may be another argument's (`govd measure`
+    # has a positional ``command``, the workload, which printed as a Python list).
+    name = command if command in COMMANDS else args.command
     try:
         status: int = func(args)
+        sys.stdout.flush()
     except UsageError as exc:
-        print(f"govd {args.command}: {exc}", file=sys.stderr)
+        print(f"govd {name}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`govd status | head -3`): what is left unwritten has nobody
+        # to read it. Point stdout at /dev/null so the interpreter's final flush fails no more,
+        # and exit as a tool killed by SIGPIPE would.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
     return status

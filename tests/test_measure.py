@@ -153,3 +153,38 @@ def test_nvml_sweep_covers_core_and_memory_pairs_and_unlocks_the_clocks(
     assert sweep.levels_mhz[-1] == sweep.levels_mhz.max()
     assert np.all(np.isfinite(sweep.power_w)) and "idle_power_w" in sweep.meta
     assert not state.exists()
+
+
+GROWING = ("import pathlib, time; p = pathlib.Path({count!r}); n = int(p.read_text() or 0) "
+           "if p.exists() else 0; p.write_text(str(n + 1)); time.sleep(0.05 + 0.05 * n)")
+"""A workload that takes longer each time it runs: measured level after level, ascending, the
+higher clocks see the longer runs, as a game moving to a heavier scene during the sweep."""
+
+
+def test_a_sweep_of_work_that_changed_says_so_and_eval_says_it_again(
+        live, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root, _ = live
+    out = tmp_path / "sweep.csv"
+    workload = GROWING.format(count=str(tmp_path / "count"))
+    status = main(_measure_args(root, tmp_path, "--every", "4", "--idle-s", "0", "-o", str(out),
+                                "--", sys.executable, "-c", workload))
+    assert status == 0  # the table is written: it is what was measured
+    said = capsys.readouterr().err
+    assert f"govd measure: warning: {out}: the work took " in said
+    assert "a lower clock (median time per unit): the work changed during the sweep" in said
+    evaluated = subprocess.run([sys.executable, "-m", "govd", "eval", "--sweep", str(out),
+                                "--policy", "performance", "--target-fps", "60"],
+                               env=govd_env(), capture_output=True, text=True, timeout=300)
+    assert evaluated.returncode == 0
+    assert "the work changed during the sweep" in evaluated.stderr
+
+
+def test_idle_power_above_the_loaded_power_is_said(tmp_path: Path,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    table = tmp_path / "t.csv"
+    table.write_text("# idle_power_w: 9.0\nunit,freq_mhz,time_ms,power_w\n"
+                     "0,200,10,2.0\n0,400,6,3.0\n1,200,10,2.1\n1,400,6,3.1\n")
+    caplog.set_level("WARNING", logger="govd.formats")
+    read_sweep(table)
+    [said] = [r.getMessage() for r in caplog.records]
+    assert said.startswith(f"{table}: idle power 9 W is above the power of work at the lowest")

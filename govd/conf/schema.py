@@ -232,6 +232,9 @@ class FramesConfig(Section):
     """Where frame times come from."""
 
     source: Literal["socket", "mangohud", "busy", "sim"] = "socket"
+    silent_after_s: PositiveFloat = 5.0
+    """A device no frame came for this long is left to its own governor until frames come
+    (`govd.daemon.device_runner`). Units: s."""
     socket: SocketConfig = Field(default_factory=SocketConfig)
     mangohud: MangoHudConfig = Field(default_factory=MangoHudConfig)
 
@@ -267,6 +270,8 @@ class MetricsConfig(Section):
 
     enabled: bool = False
     listen: str = "127.0.0.1:9586"
+    allow_non_loopback: bool = False
+    """Listen on an address other hosts reach (the numbers say what runs on the GPU)."""
 
     @field_validator("listen")
     @classmethod

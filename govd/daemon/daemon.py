@@ -131,6 +131,15 @@ def frames_for(frames: list[Frame], device_name: str) -> list[Frame]:
     return frames if len(mine) == len(frames) else mine
 
 
+def silent_after_s(config: Config, governor: Governor) -> float | None:
+    """How long a device may go without frames before it is left to its own governor; None
+    where it is governed without frames: its policy reads no model (ondemand, performance...),
+    or its frames are busy time."""
+    if config.frames.source == "busy" or not governor.policy.uses_model:
+        return None
+    return config.frames.silent_after_s
+
+
 def datagram_queue_len(path: str = QLEN_PATH) -> int:
     """How many datagrams the kernel queues on a Unix datagram socket (``max_dgram_qlen``)."""
     try:
@@ -174,6 +183,8 @@ class Daemon:
         self.idle = IdleWatch(IdleSettings.from_config(self.config.idle))
         self._woken = False
         self._status_now = False
+        self._reloads: dict[str, Any] = {"seq": 0}
+        """The last reload's verdict for the status file (`govd reload` waits for it)."""
         self._frames_last_tick = 0
         # Below this many frames a tick the kernel's queue holds a whole tick's datagrams with
         # room to spare (a rate that doubles still fits): the loop then sleeps to its deadline
@@ -234,10 +245,16 @@ class Daemon:
         for b in built:
             self.runners.append(self._runner(b.device, b.governor, b.settings, len(built)))
         self._watch.start([d.name for d in devices])
+        self._tell_source_the_devices()
         self._warn_busy_time_under_a_frame_rate()
         names = ", ".join(f"{r.name} ({r.settings.policy})" for r in self.runners)
         log.info("governing %s every %d ms", names, self.config.period_ms)
         self.notifier.ready(f"governing {names}")
+
+    def _tell_source_the_devices(self) -> None:
+        """The socket drops (and counts, and says) frames naming a device not governed."""
+        if isinstance(self.source, SocketSource):
+            self.source.set_devices(r.name for r in self.runners)
 
     def _warn_busy_time_under_a_frame_rate(self) -> None:
         """With ``frames.source: busy`` a tick's "frame" is the GPU's busy time in that tick,
@@ -272,17 +289,31 @@ class Daemon:
         reopen = None
         if device.backend in REOPEN_WHEN_BACK:
             reopen = functools.partial(discovery_reopen, sysfs_root=self.options.sysfs_root)
-        # MangoHud: busy time while no log is live; with either, busy time from DRM fdinfo
-        # where the device reports none (i915, xe).
-        mangohud = self.source if isinstance(self.source, MangoHudSource) else None
+        # With busy time or MangoHud, busy time from DRM fdinfo where the device reports none
+        # (i915, xe): the idle back-off and busy-time policies read it.
+        mangohud = isinstance(self.source, MangoHudSource)
         path = getattr(device, "path", None)
         meter = meter_for(path) if (busy or mangohud) and isinstance(path, Path) else None
         return DeviceRunner(
             device, governor, settings, self.limiter, summary, self.metrics, recorder,
-            BusySource(app=device.name) if busy or mangohud else None, reopen,
+            BusySource(app=device.name) if busy else None, reopen,
             busy_meter=meter.sample if meter is not None else None,
-            frames_live=(lambda: mangohud.live) if mangohud is not None else None,
+            silent_after_s=silent_after_s(self.config, governor),
+            no_frames_hint=self._no_frames_hint(),
         )
+
+    def _no_frames_hint(self) -> str:
+        """What a user without frames can do, for the journal and `govd status`."""
+        source = self.source
+        if isinstance(source, MangoHudSource):
+            return (f"No MangoHud log is growing in {source.folder}: start the game through "
+                    "MangoHud with autostart_log=1 and MangoHud 0.6.9 or newer (README: Frames "
+                    "from games).")
+        if isinstance(source, SocketSource):
+            return (f"Programs send frame or step times to {source.path} (govd.client; README: "
+                    "Frames from programs, Frames from games); the ondemand policy governs "
+                    "without frames.")
+        return ""
 
     def _take_new(self, now_s: float) -> None:
         """Govern the devices that appeared since start: each one's state goes to the state
@@ -298,6 +329,7 @@ class Daemon:
                 continue
             # Several devices now: the new one's trace goes beside the others, named after it.
             self.runners.append(self._runner(device, governor, settings, 2))
+            self._tell_source_the_devices()
             log.info("%s: appeared; governing it (%s)", device.name, settings.policy)
 
     def _restore_stale(self) -> None:
@@ -340,8 +372,9 @@ class Daemon:
         host, _, port = self.config.metrics.listen.rpartition(":")
         self.metrics = Metrics()
         try:
-            self._metrics_server = start_metrics_server(self.metrics, host.strip("[]"),
-                                                        int(port))
+            self._metrics_server = start_metrics_server(
+                self.metrics, host.strip("[]"), int(port),
+                allow_non_loopback=self.config.metrics.allow_non_loopback)
         except (OSError, ValueError, MetricsUnavailable) as exc:
             raise StartError(f"metrics: cannot serve on {self.config.metrics.listen}: {exc}") \
                 from None
@@ -373,6 +406,7 @@ class Daemon:
             if signals.reload:
                 signals.reload = False
                 self.reload()
+                self._status_now = True  # `govd reload` waits for the verdict there
             tick = scheduler.next_tick()
             if tick is None:
                 if self._woken:  # a frame datagram ended an idle wait: tick at once
@@ -477,6 +511,7 @@ class Daemon:
             "loop": {**self.stats.summary(), "overruns": self._scheduler.overruns,
                      "process_cpu_s": time.process_time()},
             "idle": self.idle.status(),
+            "reload": self._reloads,
             "frames": self.source.stats() if self.source is not None else {},
             "frame_source": self.source.report() if self.source is not None else {},
             "devices": [runner.status() for runner in self.runners],
@@ -505,6 +540,7 @@ class Daemon:
         path = self.options.config_path
         if path is None:
             log.info("SIGHUP: no configuration file to reload")
+            self._verdict(False, ["no configuration file to reload (govd runs on its defaults)"])
             return False
         self.notifier.reloading()
         try:
@@ -521,23 +557,32 @@ class Daemon:
             for line in lines:
                 log.error("reload refused, old configuration kept: %s", line)
             self.notifier.ready("reload refused; old configuration kept")
+            self._verdict(False, lines)
             return False
         self._apply(config, kept, built, metrics)
         log.info("configuration reloaded from %s", path)
         self.notifier.ready("configuration reloaded")
+        self._verdict(True, [])
         return True
+
+    def _verdict(self, applied: bool, errors: list[str]) -> None:
+        """Record a reload's outcome for the status file (`govd.daemon.reload_request`)."""
+        self._reloads = {"seq": self._reloads["seq"] + 1, "applied": applied,
+                         "errors": errors[:20], "unix_s": time.time()}
 
     def _metrics_for(self, config: Config) -> tuple[Metrics | None, MetricsServer | None]:
         """The metrics and exporter ``config`` asks for: the running ones when unchanged, else
         a new exporter already listening. Raises ConfigRefused when it cannot listen."""
         old, new = self.config.metrics, config.metrics
-        if (old.enabled, old.listen) == (new.enabled, new.listen) or not new.enabled:
+        if (old.enabled, old.listen, old.allow_non_loopback) == (
+                new.enabled, new.listen, new.allow_non_loopback) or not new.enabled:
             server = self._metrics_server if new.enabled else None
             return (self.metrics if new.enabled else None), server
         metrics = self.metrics or Metrics()
         host, _, port = new.listen.rpartition(":")
         try:
-            return metrics, start_metrics_server(metrics, host.strip("[]"), int(port))
+            return metrics, start_metrics_server(metrics, host.strip("[]"), int(port),
+                                                 allow_non_loopback=new.allow_non_loopback)
         except (OSError, ValueError, MetricsUnavailable) as exc:
             raise ConfigRefused([f"metrics.listen: cannot serve on {new.listen}: {exc}"]) \
                 from None
@@ -558,6 +603,8 @@ class Daemon:
         for runner, b in zip(kept, built, strict=True):
             runner.settings = b.settings
             runner.metrics = self.metrics
+            runner.silent_after_s = silent_after_s(config, b.governor if new_governors
+                                                   else runner.governor)
             if interval_s != old.logging.summary_interval_s:
                 runner.summary = (DeviceSummary(log, runner.name, interval_s)
                                   if interval_s > 0 else None)
@@ -568,6 +615,7 @@ class Daemon:
                 runner.governor.target = b.settings.target
         if len(kept) != len(self.runners):
             self.runners = kept
+            self._tell_source_the_devices()
             try:
                 self._save_state([r.device for r in kept])
             except StateFileError as exc:

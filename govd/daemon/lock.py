@@ -36,6 +36,25 @@ def lock_target(device: Device, lock_dir: Path) -> Path:
     return lock_dir / f"govd-{safe}.lock"
 
 
+def held_by_a_govd(device: Device, lock_dir: Path) -> bool:
+    """Whether a govd holds ``device`` now (its lock taken by another open file: a running
+    daemon, or `govd measure`). A device setting that looks like another tool's (devfreq's
+    governor already ``userspace``) is then govd's own."""
+    sysfs = isinstance(getattr(device, "path", None), Path)
+    flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECTORY if sysfs else os.O_NOFOLLOW)
+    try:
+        fd = os.open(lock_target(device, lock_dir), flags)
+    except OSError:
+        return False  # no lock file: nobody took it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+    finally:
+        os.close(fd)  # (a shared lock taken here goes with it)
+    return False
+
+
 class DeviceLocks:
     """The locks this daemon holds, by device name."""
 

@@ -1,4 +1,5 @@
-"""``govd run``, ``govd restore`` and ``govd status``: the daemon from the command line."""
+"""``govd run``, ``govd restore``, ``govd reload`` and ``govd status``: the daemon from the
+command line."""
 
 from __future__ import annotations
 
@@ -66,6 +67,8 @@ def run_daemon(args: argparse.Namespace) -> int:
         return run_demo(args)
     if args.speed != 1.0:
         raise UsageError("--speed only applies to --sim")
+    if args.report is not None or args.no_frames:
+        raise UsageError("--report and --no-frames only apply to --sim")
     from govd.daemon.daemon import Daemon, Options, StartError
     from govd.daemon.governed import SetupError
     from govd.daemon.state import StateFileError
@@ -144,7 +147,7 @@ def _duration(text: str) -> float:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``run``, ``restore`` and ``status`` to the `govd` command line."""
+    """Add ``run``, ``restore``, ``reload`` and ``status`` to the `govd` command line."""
     run = subparsers.add_parser("run", help="govern the GPUs (the daemon)",
                                 description=run_daemon.__doc__)
     _common(run)
@@ -155,6 +158,10 @@ def register(subparsers: Any) -> None:
     run.add_argument("--scenario", default="game-medium", help="with --sim: the workload")
     run.add_argument("--duration-s", type=_duration, default=None,
                      help="with --sim: simulated seconds to run (default 600)")
+    run.add_argument("--no-frames", action="store_true",
+                     help="with --sim: the simulated application reports no frames")
+    run.add_argument("--report", type=Path, default=None,
+                     help="with --sim: write the comparison with the twins as JSON to this file")
     run.add_argument("--record", type=Path, default=None,
                      help="write a run trace CSV (time_s,frame_time_ms,frame_count,freq_mhz,...)")
     run.add_argument("--sysfs-root", type=Path, default=Path("/sys"),
@@ -167,6 +174,17 @@ def register(subparsers: Any) -> None:
                                  description=restore.__doc__)
     _common(back)
     back.set_defaults(func=restore)
+
+    from govd.daemon.reload_request import request_reload
+
+    again = subparsers.add_parser("reload", help="reload the running govd's configuration and "
+                                  "wait for its answer", description=request_reload.__doc__)
+    _common(again)
+    again.add_argument("--pid", type=int, default=None,
+                       help="the daemon's pid (default: the status file's; systemd: $MAINPID)")
+    again.add_argument("--timeout-s", type=_duration, default=30.0,
+                       help="how long to wait for the answer (default 30 s)")
+    again.set_defaults(func=request_reload)
 
     from govd.daemon.status import show_status
 

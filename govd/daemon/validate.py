@@ -61,7 +61,7 @@ def _metrics_problems(config: Config) -> list[str]:
 
     host = config.metrics.listen.rpartition(":")[0].strip("[]")
     try:
-        check_listen_address(host)
+        check_listen_address(host, config.metrics.allow_non_loopback)
         check_available()
     except (ValueError, MetricsUnavailable) as exc:
         return [f"metrics.listen: {exc}"]

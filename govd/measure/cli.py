@@ -12,6 +12,7 @@ back). The sweep table then feeds `govd sim fit`, `govd eval` and the model.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -155,6 +156,10 @@ def _sweep_and_restore(device: Device, work: Work, plan: SweepPlan, state_file: 
         raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     print(f"govd measure: {args.output}: {table.units} units x {table.levels_mhz.size} levels of "
           f"{device.name}; restored as found", file=sys.stderr)
+    from govd.formats.sweep_checks import implausible
+
+    for problem in implausible(dataclasses.replace(table, path=str(args.output))):
+        print(f"govd measure: warning: {problem}", file=sys.stderr)
     return 0
 
 

@@ -35,6 +35,7 @@ from its start; the file is closed while it does not grow and reopened at the sa
 from __future__ import annotations
 
 import contextlib
+import grp
 import math
 import os
 import re
@@ -145,7 +146,7 @@ class MangoHudLog:
             try:
                 self._file = _open_regular(self.path)
             except OSError as exc:
-                self._report(f"{self.path}: cannot open: {exc.strerror or exc}")
+                self._report(f"{self.path}: cannot open: {unreadable_why(self.path, exc)}")
                 return None
             self._inode = os.fstat(self._file.fileno()).st_ino
             # On from the partial line kept: a line longer than one read must not start over
@@ -302,6 +303,32 @@ class MangoHudLog:
         if self.version is not None:
             return self.version < FIRST_STREAMING
         return self._scale_to_ms == 1e-3
+
+
+def unreadable_why(path: Path, exc: OSError) -> str:
+    """Why a log cannot be opened, with the fix where it is the log's mode: govd reads the
+    folder's logs as a member of the group ``govd`` (the unit's SupplementaryGroups; it has no
+    CAP_DAC_OVERRIDE), and MangoHud creates them with the player's umask."""
+    why = exc.strerror or str(exc)
+    if not isinstance(exc, PermissionError):
+        return why
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return why
+    found = (f"{why} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}, group gid "
+             f"{st.st_gid})")
+    if st.st_mode & stat.S_IRGRP and st.st_gid not in [*os.getgroups(), os.getegid()]:
+        try:
+            group = grp.getgrgid(st.st_gid).gr_name
+        except KeyError:
+            group = str(st.st_gid)
+        if group == "govd":
+            return (f"{found}: govd is not in the group govd, which may read it: the unit "
+                    "lacks SupplementaryGroups=govd (one older than this govd: make install)")
+    return (f"{found}: govd reads MangoHud's logs as a member of the group govd, so a log "
+            "must be readable by that group, or by all; the folder gives new logs the group, "
+            "the player's umask sets their mode (umask 022 or 002, not 077)")
 
 
 def _open_regular(path: Path) -> BinaryIO:

@@ -14,6 +14,10 @@ lines per datagram. Who sent a datagram comes from the kernel (``SO_PASSCRED``,
   deadline, so a flood costs bounded time and memory; what is left stays in the kernel's receive
   queue, and when that is full senders get EAGAIN, never govd.
 
+A frame naming a device govd does not govern (``device=``, `set_devices`) is dropped, counted
+as ``dropped_unknown_device``, said once per name in the journal with the names govd governs,
+and listed in `report` (so `govd status` shows it): it was counted as accepted and vanished.
+
 The socket file is created with its mode (umask around bind) in a folder only root or govd may
 write (a sticky folder such as /tmp is accepted: there nobody may rename or remove our file),
 chowned without following links, and at close removed only if it is still the inode bound.
@@ -52,6 +56,9 @@ DEFAULT_PATH = Path("/run/govd/frames.sock")
 SOCKET_MODE = 0o660
 DRAIN_BUDGET_S = 0.004
 """The most `drain` spends reading the kernel queue, inside the tick. Units: s."""
+MAX_UNKNOWN_DEVICES = 16
+"""Device names kept (and said) for frames naming a device govd does not govern: a sender
+inventing names must not grow the report or the journal."""
 WARN_EVERY_S = 60.0
 """Each kind of bad input is said in the journal at most once this often (with how many came
 since): a hostile sender must not flood the journal. Units: s of the source's clock."""
@@ -124,6 +131,9 @@ class SocketSource(FrameSource):
         self._quiet_until: dict[str, float] = {}
         """Kind of bad input → when it may be said again (s, the source's clock)."""
         self._queue: list[Frame] = []
+        self._devices: frozenset[str] | None = None
+        """The governed devices' names (`set_devices`); None: every ``device=`` taken."""
+        self._unknown_devices: Counter[str] = Counter()
         self._bound: tuple[int, int] | None = None
         """(st_dev, st_ino) of the socket file this source created; only that inode is removed."""
         if sock is None:
@@ -162,6 +172,10 @@ class SocketSource(FrameSource):
         self.allow_gids = frozenset(allow_gids)
         self.max_queue = max_queue
         self._senders.set_rate(rate_fps, burst)
+
+    def set_devices(self, names: Iterable[str]) -> None:
+        """The devices govd governs now: frames naming another are dropped and counted."""
+        self._devices = frozenset(names)
 
     def fileno(self) -> int:
         """The socket's fd, for callers that want to poll it."""
@@ -275,6 +289,10 @@ class SocketSource(FrameSource):
                 counts[f"dropped_{exc.reason}"] += 1
                 self._say(f"dropped_{exc.reason}", 1, pid, uid, now_s)
                 continue
+            if line.device is not None and self._devices is not None \
+                    and line.device not in self._devices:
+                self._unknown_device(line.device, pid, uid)
+                continue
             app = line.app
             if app is None:  # the process name, looked up once a datagram
                 if name is None:
@@ -292,6 +310,29 @@ class SocketSource(FrameSource):
                       else "rate_limited" if parsed >= allowance else "over_budget")
             counts[reason] += left
             self._say(reason, left, pid, uid, now_s)
+
+    def _unknown_device(self, name: str, pid: int, uid: int) -> None:
+        """Count a frame for device ``name``, which govd does not govern; the first for each
+        name (of `MAX_UNKNOWN_DEVICES`) is said in the journal."""
+        self._counts["dropped_unknown_device"] += 1
+        unknown = self._unknown_devices
+        if name in unknown:
+            unknown[name] += 1
+        elif len(unknown) < MAX_UNKNOWN_DEVICES:
+            unknown[name] = 1
+            governed = ", ".join(sorted(self._devices or ())) or "none"
+            log.warning("frame socket %s: frames for device=%s, which govd does not govern (it "
+                        "governs %s; `govd devices` lists the names), from pid %d uid %d: "
+                        "dropped, counted in `govd status`", self.path, name, governed, pid,
+                        uid)
+
+    def report(self) -> dict[str, object]:
+        """``unknown_devices``: frames per device name govd does not govern (at most
+        `MAX_UNKNOWN_DEVICES` names), and the names it governs."""
+        if not self._unknown_devices:
+            return {}
+        return {"unknown_devices": dict(self._unknown_devices),
+                "devices": sorted(self._devices or ())}
 
     def _say(self, kind: str, count: int, pid: int, uid: int, now_s: float) -> None:
         """Count ``count`` of bad input ``kind`` (a `stats` key) from ``pid``/``uid`` for the

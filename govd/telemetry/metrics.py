@@ -1,4 +1,6 @@
-"""Optional Prometheus exporter: frame times, levels, predictions, power and energy per device.
+"""Optional Prometheus exporter: frame times, levels, predictions, power and energy per device,
+with the model's estimate of the same work at the top clock and what the saving cost (deadline
+misses, units over the slowdown limit, the slowdown itself).
 
 prometheus-client is imported only when metrics are enabled (`pip install govd[metrics]`).
 The metrics live in a private registry, so nothing else in the process (or a second `Metrics`
@@ -76,6 +78,19 @@ class Metrics:
             "govd_level_hertz", "Clock level running, as read back from the device.", ["device"],
             registry=r,
         )
+        self._mem_level = prom.Gauge(
+            "govd_memory_level_hertz", "Memory clock running, as read back (two clock domains).",
+            ["device"], registry=r,
+        )
+        self._busy = prom.Gauge(
+            "govd_busy_ratio", "Share of the last tick the GPU was busy (0..1).", ["device"],
+            registry=r,
+        )
+        self._waiting = prom.Gauge(
+            "govd_left_to_own_governor",
+            "1 while the device is left to its own governor for want of frames, else 0.",
+            ["device"], registry=r,
+        )
         self._predicted = prom.Gauge(
             "govd_predicted_frame_time_seconds",
             "Frame time the model predicts at the running level.", ["device"], registry=r,
@@ -85,6 +100,32 @@ class Metrics:
         )
         self._energy = prom.Counter(
             "govd_energy_joules", "GPU energy used while governed.", ["device"], registry=r,
+        )
+        self._top_energy = prom.Counter(
+            "govd_top_clock_energy_joules",
+            "The model's estimate of the energy the same work would have used at the top clock.",
+            ["device"], registry=r,
+        )
+        self._top_correction = prom.Gauge(
+            "govd_top_clock_correction", "Factor the measured checks found the model's "
+            "top-clock estimates off by: govd status shows govd_top_clock_energy_joules times "
+            "this.", ["device"], registry=r,
+        )
+        self._frames = prom.Counter(
+            "govd_frames", "Frames (units of work) completed while governed; busy time not "
+            "counted.", ["device"], registry=r,
+        )
+        self._misses = prom.Counter(
+            "govd_deadline_misses", "Frames that took longer than the frame-rate target's "
+            "deadline.", ["device"], registry=r,
+        )
+        self._over_limit = prom.Counter(
+            "govd_slowdown_over_limit", "Units of throughput work slower than the slowdown "
+            "limit allows, against the model's time at the top clock.", ["device"], registry=r,
+        )
+        self._slowdown = prom.Gauge(
+            "govd_slowdown_ratio", "Mean slowdown of the last tick's units against the model's "
+            "time at the top clock (0.05: 5 % slower).", ["device"], registry=r,
         )
         self._decisions = prom.Counter(
             "govd_decisions", "Level decisions taken.", ["device", "policy"], registry=r,
@@ -104,9 +145,25 @@ class Metrics:
     def record_tick(self, tick: TickRecord) -> None:
         """Record one tick of one device (see `TickRecord` for units)."""
         device = tick.device
-        for time_ms in tick.frame_times_ms:
-            self._frame_time.labels(device).observe(time_ms / 1000.0)
+        if not tick.pseudo:  # busy time per tick is no frame: it would count ticks as frames
+            for time_ms in tick.frame_times_ms:
+                self._frame_time.labels(device).observe(time_ms / 1000.0)
+            if tick.frame_times_ms:
+                self._frames.labels(device).inc(len(tick.frame_times_ms))
         self._level.labels(device).set(tick.level_mhz * 1e6)
+        if tick.mem_level_mhz is not None:
+            self._mem_level.labels(device).set(tick.mem_level_mhz * 1e6)
+        if tick.busy is not None:
+            self._busy.labels(device).set(tick.busy)
+        if tick.top_energy_j is not None:
+            self._top_energy.labels(device).inc(tick.top_energy_j)
+            self._top_correction.labels(device).set(tick.top_correction)
+        if tick.late_frames:
+            self._misses.labels(device).inc(tick.late_frames)
+        if tick.over_limit_units:
+            self._over_limit.labels(device).inc(tick.over_limit_units)
+        if tick.slowdown is not None:
+            self._slowdown.labels(device).set(tick.slowdown)
         if tick.pred_ms is not None:
             self._predicted.labels(device).set(tick.pred_ms / 1000.0)
         if tick.power_w is not None:
@@ -116,6 +173,10 @@ class Metrics:
         self._decisions.labels(device, tick.policy).inc()
         if tick.switched:
             self._switches.labels(device).inc()
+
+    def record_waiting(self, device: str, waiting: bool) -> None:
+        """Whether ``device`` is left to its own governor for want of frames."""
+        self._waiting.labels(device).set(1.0 if waiting else 0.0)
 
     def record_overrun(self, device: str) -> None:
         """Count a tick of `device` that overran its period."""

@@ -19,6 +19,14 @@ class TickRecord:
     level the policy chose for the next tick (MHz).
     `power_w`: power over the tick (W). `energy_j`: energy used during this tick (J), not a
     running total. None: not measured this tick. `switched`: the decision changed the level.
+    `top_energy_j`: the model's estimate of this tick's work at the top clock (J,
+    `govd.telemetry.savings`), uncorrected; `top_correction`: the factor the device's checks
+    found the model's estimates off by so far (`Savings.correction`). `late_frames`: frames
+    over the deadline; `over_limit_units`: units slower than the slowdown limit allows;
+    `slowdown`: the tick's mean slowdown against the model's top-clock time (0.05: 5 % slower;
+    None: not judged). `mem_level_mhz`: the memory
+    clock running (MHz, two clock domains). `busy`: the device's busy fraction (0..1).
+    `pseudo`: `frame_times_ms` are busy time per tick, not frames.
     """
 
     device: str
@@ -30,3 +38,11 @@ class TickRecord:
     policy: str
     switched: bool
     chosen_mhz: float | None = None
+    top_energy_j: float | None = None
+    top_correction: float = 1.0
+    late_frames: float = 0.0
+    over_limit_units: float = 0.0
+    slowdown: float | None = None
+    mem_level_mhz: float | None = None
+    busy: float | None = None
+    pseudo: bool = False

@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = func(args)
     except UsageError as exc:
-        print(f"govd {args.command}: {exc}", file=sys.stderr)
+        print(f"govd {command}: {exc}", file=sys.stderr)  # measure's args.command is its CMD
         return 2
     except KeyboardInterrupt:
         return 130

@@ -26,7 +26,7 @@ import math
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -36,13 +36,16 @@ from govd.device.base import Device, DeviceError, DeviceGone, Reading
 from govd.device.energy import EnergyMeter
 from govd.governor import Governor, Sample
 from govd.model.tick import STRESS_RESET
-from govd.sources.base import Frame
+from govd.sources.base import Frame, one_line
 from govd.sources.busy import BusySource
 from govd.target import Target
 from govd.telemetry.log import EpisodeLimiter, log_fields
 from govd.telemetry.metrics import Metrics
 from govd.telemetry.summary import DeviceSummary
 from govd.telemetry.tick import TickRecord
+
+if TYPE_CHECKING:
+    from govd.custody.custody import Custody
 
 log = logging.getLogger("govd.daemon")
 T = TypeVar("T")
@@ -88,12 +91,18 @@ class DeviceRunner:
         reopen: Callable[[dict[str, Any]], Device] | None = None,
         busy_meter: Callable[[], float] | None = None,
         frames_live: Callable[[], bool] | None = None,
+        custody: Custody | None = None,
+        on_replaced: Callable[[DeviceRunner], None] | None = None,
     ) -> None:
         """``reopen`` rebuilds the device from its `Device.save` data when a paused device's
         handle cannot come back by itself (NVML after a driver reload); None: probe it as is.
         ``busy_meter`` gives the busy fraction (0..1) since its last call where the device
         reports none (DRM fdinfo). ``busy_source`` makes pseudo-frames of busy time: always,
-        or with ``frames_live`` only while that says the frame source has no live frames."""
+        or with ``frames_live`` only while that says the frame source has no live frames.
+        ``custody`` holds the device: a device that answers again after a pause is governed
+        again only once it is shown to be the same device, its lock moved to its new directory;
+        a different device under its name pauses the runner for good (``replaced``) and calls
+        ``on_replaced``, so the daemon takes the new device afresh."""
         self.device = device
         self.governor = governor
         self.settings = settings
@@ -105,6 +114,8 @@ class DeviceRunner:
         self.reopen = reopen
         self.busy_meter = busy_meter
         self.frames_live = frames_live
+        self.custody = custody
+        self.on_replaced = on_replaced
         self.paused: str | None = None
         """Why the device is not governed now (None while it is)."""
         self.energy_j = 0.0
@@ -388,6 +399,8 @@ class DeviceRunner:
         except DeviceError as exc:
             self._still_not_answering(now_s, exc)
             return False
+        if self.custody is not None and not self._same_device(now_s):
+            return False
         log_fields(log, logging.INFO, f"{self.name}: answers again; governing it afresh",
                    device=self.name, was=self.paused)
         self.paused = None
@@ -398,6 +411,36 @@ class DeviceRunner:
         self._meter.reset()
         self._applied_mhz = None
         return True
+
+    def _same_device(self, now_s: float) -> bool:
+        """Whether the device that answers is the one govd took, its lock now on its directory
+        as it is (a new inode after a re-plug). A different device under its name is never
+        written with what govd chose or saved for the old one: paused for good instead."""
+        assert self.custody is not None
+        differs = self.custody.replaced_by(self.device)
+        if differs is not None:
+            self.replaced(now_s, differs)
+            return False
+        try:
+            self.custody.locks.renew(self.device)
+        except Exception as exc:  # DeviceBusy, DeviceGone: not taken back now
+            self._still_not_answering(now_s, DeviceError(str(exc)))
+            return False
+        return True
+
+    def replaced(self, now_s: float, differs: str) -> None:
+        """Another device took this one's name (``differs``: how it differs): stop governing it
+        for good, and let the daemon take the new one afresh (``on_replaced``)."""
+        if self.paused == "replaced":
+            return
+        self.paused = "replaced"
+        self.counts["replaced"] += 1
+        self._next_probe_s = math.inf
+        self.limiter.warn((self.name, "replaced"), now_s, one_line(
+            f"{self.name}: a different device took its name ({differs}); the one govd governed "
+            "is gone, its saved state dropped; the new one is taken afresh"), error=differs)
+        if self.on_replaced is not None:
+            self.on_replaced(self)
 
     def _still_not_answering(self, now_s: float, exc: DeviceError) -> None:
         """A probe failed: counted in the open episode (reported with it when it ends), and
@@ -425,6 +468,8 @@ class DeviceRunner:
         except DeviceError:
             close_device(device)
             return False
+        if self.custody is not None:
+            self.custody.swap(self.device, device)  # restored at the stop through the new handle
         self.device = device
         self.counts["reopened"] += 1
         return True

@@ -9,10 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from govd.cli import UsageError
-from govd.conf.load import ConfigError, load_config
+from govd.conf.load import DEFAULT_CONFIG, ConfigError, load_config
 from govd.conf.schema import Config
-
-DEFAULT_CONFIG = Path("/etc/govd/govd.yaml")
 
 
 def read_config(args: argparse.Namespace) -> tuple[Config, Path | None]:
@@ -66,9 +64,9 @@ def run_daemon(args: argparse.Namespace) -> int:
         return run_demo(args)
     if args.speed != 1.0:
         raise UsageError("--speed only applies to --sim")
+    from govd.custody.state_file import StateFileError
     from govd.daemon.daemon import Daemon, Options, StartError
     from govd.daemon.governed import SetupError
-    from govd.daemon.state import StateFileError
     from govd.daemon.status import status_path
     from govd.telemetry.log import setup_logging
 
@@ -94,24 +92,27 @@ def run_daemon(args: argparse.Namespace) -> int:
 
 
 def restore(args: argparse.Namespace) -> int:
-    """Put every device in the state file back as govd found it, then remove the file."""
-    from govd.daemon.state import StateFileError, restore_from_file
+    """Put every device govd holds no more back as govd found it: those of the state file, and
+    of the `govd measure` state files beside it, whose govd process is dead; remove the files."""
+    from govd.custody.custody import restore_custody
+    from govd.custody.state_file import StateFileError
 
     path = state_file_of(args)
     try:
-        count, failures = restore_from_file(path)
+        done = restore_custody(path)
     except StateFileError as exc:
         print(f"govd restore: {exc}", file=sys.stderr)
         return 1
-    if count == 0:
+    if not done.devices and not done.failures:
         print(f"govd restore: {path}: nothing to restore")
         return 0
-    for line in failures:
+    for line in done.failures:
         print(f"govd restore: could not restore {line}", file=sys.stderr)
-    if failures:
-        print(f"govd restore: {path} kept; run again once the device is back", file=sys.stderr)
+    if done.failures:
+        print(f"govd restore: what could not be put back is kept beside {path}; run again once "
+              "the device is back", file=sys.stderr)
         return 1
-    print(f"govd restore: {count} device(s) restored from {path}")
+    print(f"govd restore: {len(done.restored)} device(s) restored from {path}")
     return 0
 
 

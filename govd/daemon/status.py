@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from govd.daemon.state import write_atomically
-from govd.formats.regular_file import read_regular_text
+from govd.formats.regular_file import read_regular_text, write_atomically
 
 STATUS_MODE = 0o644
 STATUS_NAME = "status.json"

@@ -20,6 +20,23 @@ _GONE = {errno.ENODEV, errno.ENOENT, errno.ENXIO}
 _REFUSED = {errno.EINVAL, errno.EACCES, errno.EPERM, errno.EBUSY, errno.EROFS, errno.ERANGE}
 
 
+_IDENTITY_FILES = {
+    "pci_id": ("device/vendor", "device/device"),
+    "subsystem_id": ("device/subsystem_vendor", "device/subsystem_device"),
+    "serial": ("device/unique_id",),
+    "compatible": ("device/of_node/compatible",),
+}
+"""What `SysfsDevice.identity` reads, where the driver has it (key → files joined by ``:``)."""
+MAX_IDENTITY_CHARS = 80
+"""Longest identity value kept: whoever builds a tree given with --sysfs-root chooses them."""
+
+
+def one_printable_line(text: str) -> str:
+    """``text`` cut to `MAX_IDENTITY_CHARS`, every unprintable character as ``?``."""
+    text = text[:MAX_IDENTITY_CHARS]
+    return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
+
+
 _READ_BYTES = 8192
 """A sysfs attribute holds at most a page: one read(2) of this size takes it whole, and a
 shorter answer is the end of the file (no second read(2) to find the end)."""
@@ -197,6 +214,26 @@ class SysfsDevice(Device):
                 return None
             self._pci_id = f"{vendor:04x}:{device:04x}"
         return self._pci_id
+
+    def identity(self) -> dict[str, str]:
+        """The device behind this directory, read afresh (never cached: a different GPU may
+        have taken the name since): the name of its parent device (the PCI slot such as
+        ``0000:03:00.0``, or a platform device's name), its PCI vendor:device and subsystem ids
+        and its serial (``unique_id``, amdgpu) where the files exist, and a platform device's
+        device tree ``compatible``."""
+        found = {"backend": self.backend, "name": self.name}
+        found["parent"] = os.path.basename(os.path.realpath(self.path / "device"))
+        for key, rels in _IDENTITY_FILES.items():
+            try:
+                found[key] = ":".join(self._read(rel).split("\0")[0].strip() for rel in rels)
+            except DeviceError:
+                continue
+        return {key: one_printable_line(value) for key, value in found.items()}
+
+    def lock_dir(self) -> str:
+        """The device's own sysfs directory (a new one, a new inode, when it is plugged in
+        again)."""
+        return str(self.path)
 
     # -- file access, the only place OSError is caught -------------------------------------
     def _file(self, rel: str) -> str:

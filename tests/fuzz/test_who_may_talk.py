@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from govd.conf import ConfigError, load_config
+from govd.custody.state_file import SavedState, save_state
 from govd.daemon.device_runner import DeviceRunner, RunnerSettings
-from govd.daemon.state import SavedState, save_state
 from govd.device.devfreq import DevfreqDevice
 from govd.governor import Governor
 from govd.policy.registry import make_policy

@@ -212,9 +212,11 @@ def _pinned_pair_rules(
 def i915_gen9(
     root: Path, card: str = "card0", rpn: int = 300, rp0: int = 1150,
     min_mhz: int = 300, max_mhz: int = 1150, act_mhz: int = 300, hwmon: bool = False,
+    bdf: str = "0000:00:02.0", device_id: int = 0x1912,
 ) -> tuple[Path, KernelSysfs]:
-    """A gen9 GT (Skylake GT2: RPn 300, RP0 1150, unit 50/3 MHz). Returns (card dir, kernel)."""
-    path = pci_card(root, "0000:00:02.0", "i915", card, device_id=0x1912)
+    """A gen9 GT (Skylake GT2: RPn 300, RP0 1150, unit 50/3 MHz) in PCI slot ``bdf``. Returns
+    (card dir, kernel)."""
+    path = pci_card(root, bdf, "i915", card, device_id=device_id)
     files = {"gt_RPn_freq_mhz": rpn, "gt_RP0_freq_mhz": rp0, "gt_RP1_freq_mhz": 350,
              "gt_min_freq_mhz": min_mhz, "gt_max_freq_mhz": max_mhz, "gt_boost_freq_mhz": rp0,
              "gt_act_freq_mhz": act_mhz, "gt_cur_freq_mhz": act_mhz}

@@ -37,6 +37,17 @@ def one_printable_line(text: str) -> str:
     return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
 
 
+def _id_word(text: str) -> str:
+    """An identity file's first word: a hex id as ``lspci -n`` shows it (``8086``)."""
+    word = text.split("\0")[0].strip()
+    if word.startswith("0x"):
+        try:
+            return f"{int(word, 16):04x}"
+        except ValueError:
+            pass
+    return word
+
+
 _READ_BYTES = 8192
 """A sysfs attribute holds at most a page: one read(2) of this size takes it whole, and a
 shorter answer is the end of the file (no second read(2) to find the end)."""
@@ -225,7 +236,7 @@ class SysfsDevice(Device):
         found["parent"] = os.path.basename(os.path.realpath(self.path / "device"))
         for key, rels in _IDENTITY_FILES.items():
             try:
-                found[key] = ":".join(self._read(rel).split("\0")[0].strip() for rel in rels)
+                found[key] = ":".join(_id_word(self._read(rel)) for rel in rels)
             except DeviceError:
                 continue
         return {key: one_printable_line(value) for key, value in found.items()}

@@ -220,11 +220,11 @@ class DeviceRunner:
         isfinite = math.isfinite
         predicted_ms = actual_vs_predicted[1]
         record = TickRecord(
-            name, reading.freq_mhz, _per_frame(frames),
+            name, reading.freq_mhz, [f.gpu_time_ms for f in frames],
             predicted_ms if isfinite(predicted_ms) else None,
             power_w if isfinite(power_w) else None,
             tick_energy_j if isfinite(tick_energy_j) else None,
-            self.settings.policy, switched, decision.freq_mhz,
+            self.settings.policy, switched, decision.freq_mhz, _frame_counts(frames),
         )
         if self.summary is not None:
             self.summary.record_tick(now_s, record)
@@ -539,20 +539,23 @@ def close_device(device: Device) -> None:
         close()
 
 
-def _per_frame(frames: Sequence[Frame]) -> list[float]:
-    """One frame time per frame (ms): a sampled row's time repeated for the frames it stands
-    for (`Frame.count`, rounded so that the fractions add up over the tick), so that the
-    journal summary and the metrics count frames, not rows."""
-    times = [f.gpu_time_ms for f in frames if f.count == 1.0]
-    if len(times) == len(frames):
-        return times
-    times = []
+def _frame_counts(frames: Sequence[Frame]) -> list[int] | None:
+    """How many frames each record stands for (`Frame.count`, rounded so that the fractions add
+    up over the tick), None when each is one frame (nearly always). One entry per record: a
+    sampled MangoHud row may say it stands for a million frames, and telemetry counts them
+    without one entry each (memory and work per tick stay bounded by the records read)."""
+    for f in frames:  # a loop, not all(generator): one object less every tick
+        if f.count != 1.0:
+            break
+    else:
+        return None
+    counts = []
     total = 0.0
     for frame in frames:
         before = round(total)
         total += frame.count
-        times += [frame.gpu_time_ms] * (round(total) - before)
-    return times
+        counts.append(round(total) - before)
+    return counts
 
 
 def _finite_or_none(value: float) -> float | None:

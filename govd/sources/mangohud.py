@@ -17,7 +17,10 @@ lasts, a counter in `stats`):
   appears holding rows that span more time than passed since the folder was last listed without
   it (`WHOLE_SLACK_S` allowed), is reported and all its rows are dropped as ``stale_rows`` (they
   are not this tick's frames; the real 0.6.8 takes several drains to write one out);
-- sampled logs (``log_interval`` ≠ 0): each row counts for the frames it stands for (`Frame.count`);
+- sampled logs (``log_interval`` ≠ 0): each row counts for the frames it stands for (`Frame.count`),
+  but a log's rows never stand for frames over more ``elapsed`` time than the log has been
+  followed (`SPAN_SLACK_S` allowed; past it a row is one frame, counted as ``impossible_gaps``):
+  whoever writes the folder cannot make a drain's rows stand for millions of frames;
 - whoever writes the folder is not trusted: links are not followed, and thousands of growing logs
   cost a bounded number of open files (`MAX_OPEN_LOGS`) and reads per drain (`MAX_LOGS_PER_DRAIN`).
 
@@ -71,6 +74,9 @@ MAX_PROBLEM_CHARS = 300
 MAX_APPS_SHOWN = 16
 """Programs `report` names (those with most frames): a folder of thousands of logs must not make
 a status line of thousands of names."""
+SPAN_SLACK_S = MAX_FRAME_MS / 1000.0
+"""How much more ``elapsed`` than the time a log has been followed its sampled rows may span:
+the first row read may stand for a sample interval begun before govd looked. Units: s."""
 MAX_FOLDER_ENTRIES = 2000
 """Folder entries looked at per listing (a week of logs of a busy player is hundreds): whoever
 writes the folder must not make each listing cost seconds with a million files (100 000 logs
@@ -139,6 +145,9 @@ class MangoHudSource(FrameSource):
         self._sizes: dict[Path, tuple[int, int]] = {}
         self._active: dict[Path, float] = {}
         """Logs read at every drain → when they last grew (s)."""
+        self._since: dict[Path, float] = {}
+        """Each log → since when its rows may stand for frames (s): govd's first look at it,
+        or, for a log that appeared later, the last listing of the folder without it."""
         self._new: dict[Path, float] = {}
         """Logs that appeared after start and showed no row yet → when the folder was last
         listed without them (s): a log written while logging cannot span more than since."""
@@ -225,6 +234,7 @@ class MangoHudSource(FrameSource):
                 self._logs[path] = MangoHudLog(path, size if first_look else 0, self._report,
                                                inode)
                 self._counts["logs"] += 1
+                self._since[path] = now_s if first_look else self._listed_s
                 if not first_look:
                     self._new[path] = self._listed_s
                     self._active[path] = now_s
@@ -237,6 +247,7 @@ class MangoHudSource(FrameSource):
             self._counts.update(gone.counts)
             self._active.pop(path, None)
             self._new.pop(path, None)
+            self._since.pop(path, None)
             self._stale.discard(path)
         if removed:  # programs whose every log is gone are forgotten
             alive = {mango.app for mango in self._logs.values()}
@@ -264,6 +275,7 @@ class MangoHudSource(FrameSource):
         for path in active:
             mango = self._logs[path]
             before = mango.offset
+            mango.span_allowed_ms = (now_s - self._since[path] + SPAN_SLACK_S) * 1000.0
             got = mango.read(share, history_share)
             if path in self._new and (mango.counts["rows"] or mango.version is not None):
                 self._judge(mango, now_s - self._new.pop(path))
@@ -329,7 +341,8 @@ class MangoHudSource(FrameSource):
     def stats(self) -> dict[str, int]:
         """Counters: ``logs`` (seen), ``rows``, ``accepted`` (rows delivered), ``bad_rows``,
         ``bad_header``, ``skipped_rows`` (history), ``stale_rows`` and ``written_at_stop`` (logs
-        written whole at stop), ``reopened`` (replaced), ``truncated``, ``folder_unreadable``."""
+        written whole at stop), ``reopened`` (replaced), ``truncated``, ``folder_unreadable``,
+        ``impossible_gaps`` (rows claiming more time than the log existed)."""
         counts = Counter(self._counts)
         for mango in self._logs.values():
             counts.update(mango.counts)

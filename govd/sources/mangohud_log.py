@@ -92,6 +92,13 @@ class MangoHudLog:
         """Whether a row stood for several frames (``log_interval`` ≠ 0)."""
         self.first_elapsed_ns: float | None = None
         self.last_elapsed_ns: float | None = None
+        self.span_allowed_ms = math.inf
+        """How much ``elapsed`` time all the rows that stand for several frames may add up to:
+        the follower sets it to how long the log has been followed (and a gap's slack) before
+        each read. A log cannot have presented frames for longer than it existed; a row past
+        it stands for one frame (counted as ``impossible_gaps``), so whatever rows say, the
+        frames of a drain are bounded by the time that passed."""
+        self._counted_ms = 0.0
         self._file: BinaryIO | None = None
         self._inode = inode
         self._restart(skip_to)
@@ -292,6 +299,10 @@ class MangoHudLog:
         # bounded by MIN_FRAME_MS, a row stands for at most MAX_FRAME_MS / MIN_FRAME_MS frames.
         if gap_ms / frame_ms < SAMPLED_RATIO or gap_ms > MAX_FRAME_MS:
             return 1.0
+        if self._counted_ms + gap_ms > self.span_allowed_ms:
+            self.counts["impossible_gaps"] += 1
+            return 1.0
+        self._counted_ms += gap_ms
         self.sampled = True
         return gap_ms * fps / 1000.0 if fps is not None else gap_ms / frame_ms
 

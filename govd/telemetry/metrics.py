@@ -8,7 +8,11 @@ configuration explicitly allows another address: the numbers say what runs on th
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
+import math
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +65,61 @@ def check_listen_address(address: str, allow_non_loopback: bool = False) -> None
         )
 
 
+class WeightedHistogram:
+    """A histogram by device whose observations may each stand for several (a sampled MangoHud
+    row: `TickRecord.frame_counts`), so that one row standing for a million frames costs one
+    step, not a million. Registered in the private registry as a collector; the exposition is
+    what a `prometheus_client.Histogram` of the same name and buckets gives (its ``_created``
+    series aside)."""
+
+    def __init__(self, prom: Any, name: str, documentation: str,
+                 buckets_s: tuple[float, ...]) -> None:
+        self._prom = prom
+        self.name = name
+        self.documentation = documentation
+        self.bounds_s = buckets_s
+        self._by_device: dict[str, list[float]] = {}
+        """device → observations per bucket (the last: above every bound), then their sum."""
+        self._lock = threading.Lock()
+
+    def observe(self, device: str, times_ms: Sequence[float],
+                counts: Sequence[int] | None = None) -> None:
+        """Add each of ``times_ms`` (ms), ``counts`` times each (None: once each)."""
+        if not times_ms:
+            return
+        bounds = self.bounds_s
+        with self._lock:
+            row = self._by_device.get(device)
+            if row is None:
+                row = self._by_device[device] = [0.0] * (len(bounds) + 2)
+            for k, time_ms in enumerate(times_ms):
+                n = 1 if counts is None else counts[k]
+                if n <= 0:
+                    continue
+                time_s = time_ms / 1000.0
+                row[bisect.bisect_left(bounds, time_s)] += n
+                row[-1] += time_s * n
+
+    def describe(self) -> list[Any]:
+        """The family, for the registry's ``auto_describe``."""
+        return [self._prom.metrics_core.HistogramMetricFamily(self.name, self.documentation,
+                                                      labels=["device"])]
+
+    def collect(self) -> list[Any]:
+        """The histogram as a scrape sees it: cumulative buckets, count and sum per device."""
+        family = self._prom.metrics_core.HistogramMetricFamily(self.name, self.documentation,
+                                                       labels=["device"])
+        with self._lock:
+            rows = {device: list(row) for device, row in self._by_device.items()}
+        for device, row in rows.items():
+            cumulative, buckets = 0.0, []
+            for bound, n in zip((*self.bounds_s, math.inf), row[:-1], strict=True):
+                cumulative += n
+                buckets.append(("+Inf" if bound == math.inf else repr(float(bound)), cumulative))
+            family.add_metric([device], buckets, sum_value=row[-1])
+        return [family]
+
+
 class Metrics:
     """govd's Prometheus metrics in a private registry; one `record_tick` per device per tick."""
 
@@ -68,10 +127,10 @@ class Metrics:
         prom = _prometheus()
         self.registry = prom.CollectorRegistry(auto_describe=True)
         r = self.registry
-        self._frame_time = prom.Histogram(
-            "govd_frame_time_seconds", "GPU time per completed frame.", ["device"],
-            buckets=FRAME_TIME_BUCKETS_S, registry=r,
-        )
+        self._frame_time = WeightedHistogram(
+            prom, "govd_frame_time_seconds", "GPU time per completed frame.",
+            FRAME_TIME_BUCKETS_S)
+        r.register(self._frame_time)
         self._level = prom.Gauge(
             "govd_level_hertz", "Clock level running, as read back from the device.", ["device"],
             registry=r,
@@ -104,8 +163,7 @@ class Metrics:
     def record_tick(self, tick: TickRecord) -> None:
         """Record one tick of one device (see `TickRecord` for units)."""
         device = tick.device
-        for time_ms in tick.frame_times_ms:
-            self._frame_time.labels(device).observe(time_ms / 1000.0)
+        self._frame_time.observe(device, tick.frame_times_ms, tick.frame_counts)
         self._level.labels(device).set(tick.level_mhz * 1e6)
         if tick.pred_ms is not None:
             self._predicted.labels(device).set(tick.pred_ms / 1000.0)

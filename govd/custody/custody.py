@@ -21,6 +21,7 @@ device comes back after a hot-plug, `retake`).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,10 @@ from govd.device.discovery import reopen
 
 log = logging.getLogger("govd.custody")
 
+RESERVED_FDS = 16
+"""Descriptors held back while devices are held and given up just before they are put back:
+whatever fills the open-files limit meanwhile (clients of the metrics endpoint, logs, a leak),
+restoring them still opens the files it needs (issue 28 item 5)."""
 STATUS_NAME = "status.json"
 """The daemon's status file, beside its state file (`govd.daemon.status`): removed with the
 state of a dead daemon, so `govd status` does not show a dead daemon as running."""
@@ -81,6 +86,7 @@ class Custody:
         self._held: dict[str, tuple[Device, dict[str, Any]]] = {}
         self.wrote = False
         """Whether this process wrote its state file (then `end` owns it)."""
+        self._reserve: list[int] = []
 
     # -- taking --------------------------------------------------------------------------------
     def lock(self, device: Device) -> None:
@@ -174,6 +180,7 @@ class Custody:
             added[device.name] = (device, {**device.save(), "identity": device.identity()})
         before = dict(self._held)
         self._held.update(added)
+        self._keep_reserve()
         try:
             self._write()
         except StateFileError:
@@ -216,10 +223,13 @@ class Custody:
         """Put ``device`` back and let it go (its lock released, its entry removed from the state
         file). Returns None, or why it could not be put back: then it stays held and in the
         file, for `end` or `govd restore`."""
+        self._free_reserve()
         try:
             device.restore()
         except (DeviceError, OSError) as exc:
             return str(exc)
+        finally:
+            self._keep_reserve()
         self.drop(device.name)
         return None
 
@@ -238,6 +248,7 @@ class Custody:
         and keeps them), read each back, then remove the state file, or keep in it those that
         did not go back, then let every device go. Returns one line per
         device not put back; every device is tried whatever the others do."""
+        self._free_reserve()
         leave = set(leave)
         failures = []
         kept = []
@@ -262,6 +273,19 @@ class Custody:
                 failures.append(str(exc))
         self.locks.release_all()  # after the state file: `govd restore` waits for both
         return failures
+
+    def _keep_reserve(self) -> None:
+        """Hold `RESERVED_FDS` descriptors (no more are taken once the limit is reached)."""
+        while len(self._reserve) < RESERVED_FDS:
+            try:
+                self._reserve.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+            except OSError:
+                return
+
+    def _free_reserve(self) -> None:
+        reserve, self._reserve = self._reserve, []
+        for fd in reserve:
+            os.close(fd)
 
     def _write(self) -> None:
         entries = [entry for _, entry in self._held.values()]

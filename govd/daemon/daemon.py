@@ -598,16 +598,16 @@ class Daemon:
         left = [r.name for r in self.runners if r.paused == "contested"]
         for name in left:
             log.info("%s: left as the tool that took it set it", name)
+        self._watch.close()
+        for closing in (self.source, self._metrics_server):  # their descriptors go first
+            if closing is not None:
+                closing.close()
         failures = self.custody.end(leave=left)
         for line in failures:
             log.error("could not restore %s; kept in %s for `govd restore`", line,
                       self._state_file)
         for runner in self.runners:
             _close(runner)
-        self._watch.close()
-        for closing in (self.source, self._metrics_server):
-            if closing is not None:
-                closing.close()
         if failures:
             return False
         restored = [r.name for r in self.runners if r.name not in left]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from govd.telemetry.metrics_http import MetricsEndpoint
 from govd.telemetry.tick import TickRecord
 
 # Frame-time buckets (s) around the usual targets: 240, 144, 120, 90, 60, 45, 30, 20, 10 FPS.
@@ -195,22 +196,22 @@ class MetricsServer:
     metrics: Metrics
     address: str
     port: int
-    _server: Any
+    _server: MetricsEndpoint
 
     def close(self) -> None:
-        """Stop serving and free the port."""
-        self._server.shutdown()
-        self._server.server_close()
+        """Stop serving and free the port (at once: no poll interval to wait out)."""
+        self._server.close()
 
 
 def start_metrics_server(
     metrics: Metrics, address: str = "127.0.0.1", port: int = 9464,
     allow_non_loopback: bool = False,
 ) -> MetricsServer:
-    """Serve `metrics` at http://address:port/metrics from a daemon thread; port 0 picks a free
-    port (see `.port`)."""
+    """Serve `metrics` at http://address:port/metrics from one thread with a bounded number of
+    connections (`govd.telemetry.metrics_http`); port 0 picks a free port (see `.port`)."""
     check_listen_address(address, allow_non_loopback)
-    server, _thread = _prometheus().start_http_server(
-        port, addr=address, registry=metrics.registry
-    )
-    return MetricsServer(metrics, address, int(server.server_port), server)
+    _prometheus()  # MetricsUnavailable before anything listens
+    if address == "localhost":
+        address = "127.0.0.1"
+    endpoint = MetricsEndpoint(metrics.exposition, address, port)
+    return MetricsServer(metrics, address, endpoint.port, endpoint)

@@ -383,12 +383,15 @@ def devfreq_soc(
     root: Path, name: str, driver: str, freqs_hz: list[int], governor: str = "simple_ondemand",
     governors: str = "userspace powersave performance simple_ondemand",
     busy_percent: int | None = None, energy_uj: int | None = None,
-    compatible: str | None = None,
+    compatible: str | None = None, set_freq: str | None = None,
 ) -> tuple[Path, KernelSysfs]:
     """A platform device under devfreq (a GPU unless told otherwise); returns (devfreq dir,
     kernel). set_freq appears only while the userspace governor runs, clamped to min/max and
     rounded up to an OPP. ``compatible``: the device tree's ``compatible`` strings, as the kernel
-    shows them (NUL-separated) in ``of_node/compatible``."""
+    shows them (NUL-separated) in ``of_node/compatible``. ``set_freq``: what it holds when the
+    tree is built under userspace (default: the lowest level, a request another tool made;
+    ``"undefined"``: userspace just selected, nothing asked yet, which only the kernel's rules
+    can show again after a restore, not a tree of plain files)."""
     platform = root / "devices/platform" / name
     _put(root / "bus/platform/drivers" / driver / "bind", "")
     _link(platform / "driver", root / "bus/platform/drivers" / driver)
@@ -408,7 +411,7 @@ def devfreq_soc(
     for file, value in files.items():
         _put(path / file, value)
     if governor == "userspace":
-        _put(path / "userspace/set_freq", "undefined")
+        _put(path / "userspace/set_freq", set_freq or freqs_hz[0])
     if busy_percent is not None:
         _put(platform / "gpu_busy_percent", busy_percent)
     if energy_uj is not None:

@@ -165,21 +165,20 @@ def remove_state(path: Path) -> None:
 
 def owner_alive(state: SavedState) -> bool:
     """Whether the process that wrote ``state`` still runs (then the file is not stale)."""
-    if state.pid == os.getpid():
+    return state.pid != os.getpid() and govd_running(state.pid)
+
+
+def govd_running(pid: object) -> bool:
+    """Whether ``pid`` is a running govd process (a recycled pid belongs to another program;
+    one that cannot be examined, another user's, counts as running)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= MAX_PID:
         return False
     try:
-        os.kill(state.pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True  # exists, belongs to someone else
-    except (OverflowError, ValueError):
-        return False  # no such process can exist (`_parse` refuses these already)
-    return _is_govd(state.pid)
-
-
-def _is_govd(pid: int) -> bool:
-    # A recycled pid belongs to some other program; only a govd process holds the devices.
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:

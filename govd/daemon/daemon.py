@@ -250,8 +250,12 @@ class Daemon:
                 devices: int) -> DeviceRunner:
         recorder = None
         if self.options.record is not None:
-            recorder = TraceRecorder(trace_path(self.options.record, device.name, devices),
-                                     settings.counters)
+            path = trace_path(self.options.record, device.name, devices)
+            try:
+                recorder = TraceRecorder(path, settings.counters)
+            except OSError as exc:  # governed all the same; said in one line
+                log.error("%s: cannot record its trace to %s (%s); not recorded", device.name,
+                          path, exc.strerror or exc)
         interval_s = self.config.logging.summary_interval_s
         summary = DeviceSummary(log, device.name, interval_s) if interval_s > 0 else None
         busy = self.config.frames.source == "busy"

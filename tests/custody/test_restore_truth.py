@@ -25,7 +25,7 @@ def read(path: Path, name: str) -> str:
 
 def test_a_request_found_undefined_reads_undefined_again_after_the_restore(
         tmp_path: Path) -> None:
-    path, kernel = mali_panfrost(tmp_path, governor="userspace")
+    path, kernel = mali_panfrost(tmp_path, governor="userspace", set_freq="undefined")
     (path / "cur_freq").write_text("600000000\n")  # what it ran at, nothing asked yet
     device = DevfreqDevice(path, tmp_path, kernel)
     device.save()
@@ -39,7 +39,8 @@ def test_a_request_found_undefined_reads_undefined_again_after_the_restore(
 
 
 def test_without_another_governor_the_restore_says_exactly_what_stayed(tmp_path: Path) -> None:
-    path, kernel = mali_panfrost(tmp_path, governor="userspace", governors="userspace")
+    path, kernel = mali_panfrost(tmp_path, governor="userspace", governors="userspace",
+                                 set_freq="undefined")
     device = DevfreqDevice(path, tmp_path, kernel)
     device.save()
     device.set_level(400)
@@ -57,7 +58,7 @@ def short_dir() -> Iterator[Path]:
 def test_the_daemon_says_every_device_restored_only_when_it_is_true(
         short_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
     root = short_dir / "sys"
-    mali_panfrost(root, governor="userspace", governors="userspace")
+    mali_panfrost(root, governor="userspace", governors="userspace", set_freq="undefined")
     config = Config.model_validate({
         "period_ms": 10, "policy": {"name": "powersave"},
         "state_file": str(short_dir / "state.json"),

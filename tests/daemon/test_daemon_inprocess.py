@@ -122,10 +122,10 @@ def test_device_appearing_after_start_is_saved_to_the_state_file_then_governed(s
               plug_and_watch)
     saved = {d["name"]: d for d in seen["state"]["devices"]}
     assert set(saved) == {MALI, ADRENO}
-    # saved before govd's first write: the kernel still said "undefined" in set_freq then
-    assert "set_freq_hz" not in saved[ADRENO]["state"]
+    # saved before govd's first write: the request another tool left (180 MHz), not govd's
+    assert saved[ADRENO]["state"]["set_freq_hz"] == 180_000_000
     assert (root / f"devices/platform/{ADRENO}/devfreq/{ADRENO}/userspace/set_freq"
-            ).read_text().strip() != "undefined"
+            ).read_text().strip() == "180000000"  # put back at the stop
     assert not (short_dir / "state.json").exists()  # clean stop: both restored, file removed
 
 

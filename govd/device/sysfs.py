@@ -31,9 +31,10 @@ MAX_IDENTITY_CHARS = 80
 """Longest identity value kept: whoever builds a tree given with --sysfs-root chooses them."""
 
 
-def one_printable_line(text: str) -> str:
-    """``text`` cut to `MAX_IDENTITY_CHARS`, every unprintable character as ``?``."""
-    text = text[:MAX_IDENTITY_CHARS]
+def one_printable_line(text: str, max_chars: int = MAX_IDENTITY_CHARS) -> str:
+    """``text`` cut to ``max_chars``, every unprintable character (a line break, an escape) as
+    ``?``."""
+    text = text[:max_chars]
     return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
 
 
@@ -200,7 +201,9 @@ class SysfsDevice(Device):
         self.path = Path(path)
         self.sysfs_root = Path(sysfs_root)
         self.io = io or (KeptOpenSysfsIO() if self.sysfs_root == _SYS else SysfsIO())
-        self.name = self.path.name
+        # Printable: it starts journal lines, status lines and `govd devices` rows, and a tree
+        # given with --sysfs-root may name a device "card0\ngovd: ..." (a forged line).
+        self.name = one_printable_line(self.path.name, 255)
         self._saved_state: dict[str, Any] | None = None
         # what the last set_level chose, in the backend's own terms (Hz, MHz, level index), so
         # `override` can tell when someone else changed it; None before any set_level

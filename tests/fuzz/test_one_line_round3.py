@@ -143,3 +143,22 @@ def test_sigint_before_the_daemon_is_ready_restores_and_says_one_line(tmp_path: 
     assert "Traceback" not in err, err
     assert daemon.returncode in (0, 130)
     assert (mali / "governor").read_text().strip() == "simple_ondemand"
+
+
+@pytest.mark.parametrize(("flag", "said"), [
+    (["--idle-w", "nan"], "--idle-w: must be a power of 0 W or more, got nan"),
+    (["--folds", "0"], "--folds: a held-out k-fold needs k of 2 or more, got 0"),
+])
+def test_sim_fit_refuses_nonsense_options_by_name(tmp_path: Path, flag: list[str],
+                                                  said: str) -> None:
+    err = one_line_refusal(govd("sim", "fit", str(tmp_path / "s.csv"), "--name", "t", *flag,
+                                "-o", str(tmp_path / "t.json")))
+    assert said in err
+
+
+def test_sim_fit_refuses_an_output_folder_that_does_not_exist_before_fitting(
+        tmp_path: Path) -> None:
+    pytest.importorskip("scipy")
+    err = one_line_refusal(govd("sim", "fit", str(tmp_path / "never-read.csv"), "--name", "t",
+                                "-o", str(tmp_path / "missing" / "t.json")))
+    assert err.strip().endswith("t.json: its folder does not exist")

@@ -130,4 +130,4 @@ def test_every_line_received_is_accepted_or_counted_under_one_reason(
     assert delta.get("datagrams", 0) == len(datagrams)
     assert delta.get("lines", 0) == sum(delta.get(k, 0) for k in outcomes)
     assert delta.get("accepted", 0) == len(frames) <= src.max_queue
-    assert set(after) <= {*outcomes, "datagrams", "lines", "truncated"}
+    assert set(after) <= {*outcomes, "datagrams", "lines", "truncated", "rate_limited_datagrams"}

@@ -219,7 +219,8 @@ class SocketSource(FrameSource):
                 break
             self._datagrams_left -= 1
             parsed = self._take(data, ancdata, flags, now_s, queue)
-            self._flooded = not parsed
+            if parsed:
+                self._flooded = False
             self._bytes_left -= len(data) if parsed else len(data) // DISCARD_WEIGHT + 1
             moved += 1
         return moved
@@ -298,6 +299,7 @@ class SocketSource(FrameSource):
             total = data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
             reason = ("rate_limited" if allowance < 1 else
                       "queue_full" if len(frames) >= self.max_queue else "over_budget")
+            self._flooded = allowance < 1
             counts["lines"] += total
             counts[reason] += total
             self._say(reason, total, pid, uid, now_s)

@@ -15,8 +15,8 @@ import pytest
 
 from govd.cli import main
 from govd.conf.schema import Config
+from govd.custody.lock import DeviceLocks
 from govd.daemon.governed import find_devices, select
-from govd.daemon.lock import DeviceLocks
 from govd.device import cli as device_cli
 from tests.sysfs_fixtures import mali_panfrost
 

@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 
 from govd.cli import main
+from govd.custody.state_file import SavedState, save_state
+from govd.device.devfreq import DevfreqDevice
 from govd.formats.sweep import read_sweep
 from govd.sim.levels import level_table
+from tests.custody.test_state_file import dead_pid
 from tests.live_gpu import DEVICE, govd_env, start_sim, wait_for
 from tests.nvml_fake import FakeNvml, build_fake_nvml, one_gpu
 
@@ -36,9 +39,19 @@ def live(tmp_path: Path):  # type: ignore[no-untyped-def]
     sim.wait(timeout=30)
 
 
+def _config(tmp_path: Path) -> Path:
+    """A configuration whose state_file is in ``tmp_path``: measure keeps its locks of devices
+    without a sysfs directory beside it (not in the machine's /run/govd)."""
+    config = tmp_path / "govd.yaml"
+    config.write_text(f"state_file: {tmp_path / 'run' / 'state.json'}\n")
+    config.chmod(0o600)
+    return config
+
+
 def _measure_args(root: Path, tmp_path: Path, *extra: str) -> list[str]:
     return ["measure", "--sysfs-root", str(root), "--state-file", str(tmp_path / "state.json"),
-            "--settle-s", "0.05", "--sample-ms", "20", *extra]
+            "--config", str(_config(tmp_path)), "--settle-s", "0.05", "--sample-ms", "20",
+            *extra]
 
 
 def test_command_sweep_covers_every_level_and_restores_the_devfreq_gpu(
@@ -111,13 +124,20 @@ def test_failing_workload_is_one_line_and_the_device_is_restored(
     assert _controls(root) == before
 
 
-def test_refuses_to_start_over_a_state_file_left_by_a_crash(
+def test_a_state_file_left_by_a_killed_measure_is_restored_before_the_next_sweep(
         live, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     root, _ = live
-    (tmp_path / "state.json").write_text('{"version": 1, "pid": 999999999, "devices": []}')
-    status = main(_measure_args(root, tmp_path, "-o", str(tmp_path / "x.csv"), "--", "true"))
-    assert status == 2
-    assert "govd restore" in capsys.readouterr().err
+    before = _controls(root)
+    device = DevfreqDevice(root / DEVICE, root)
+    left = SavedState([{**device.save(), "identity": device.identity()}], str(root),
+                      pid=dead_pid())
+    save_state(tmp_path / "state.json", left)
+    device.set_level(300)  # then it was killed
+    status = main(_measure_args(root, tmp_path, "--runs", "1", "--every", "8", "--idle-s", "0",
+                                "-o", str(tmp_path / "x.csv"), "--", "true"))
+    assert status == 0, capsys.readouterr().err
+    assert _controls(root) == before
+    assert not (tmp_path / "state.json").exists()
 
 
 def test_work_must_be_a_command_or_the_frame_socket(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -140,6 +160,7 @@ def test_nvml_sweep_covers_core_and_memory_pairs_and_unlocks_the_clocks(
         (gpu,) = discover_nvml()
         count = len(gpu.levels_mhz)
         status = main(["measure", "--state-file", {str(state)!r}, "--settle-s", "0",
+                       "--config", {str(_config(tmp_path))!r},
                        "--idle-s", "0.05", "--sample-ms", "10", "--runs", "1",
                        "--every", str(max(1, count // 4)), "-o", {str(out)!r},
                        "--", sys.executable, "-c", "import time; time.sleep(0.05)"])

@@ -33,7 +33,7 @@ import math
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -43,7 +43,7 @@ from govd.device.base import Device, DeviceError, DeviceGone, Reading
 from govd.device.energy import EnergyMeter
 from govd.governor import Governor, Sample
 from govd.model.tick import STRESS_RESET
-from govd.sources.base import Frame
+from govd.sources.base import Frame, one_line
 from govd.sources.busy import BusySource
 from govd.target import Target
 from govd.telemetry.log import EpisodeLimiter, log_fields
@@ -51,6 +51,9 @@ from govd.telemetry.metrics import Metrics
 from govd.telemetry.savings import VERIFIED_S, Savings, TopClock, top_clock
 from govd.telemetry.summary import DeviceSummary
 from govd.telemetry.tick import TickRecord
+
+if TYPE_CHECKING:
+    from govd.custody.custody import Custody
 
 log = logging.getLogger("govd.daemon")
 T = TypeVar("T")
@@ -100,6 +103,8 @@ class DeviceRunner:
         busy_meter: Callable[[], float] | None = None,
         silent_after_s: float | None = None,
         no_frames_hint: str = "",
+        custody: Custody | None = None,
+        on_replaced: Callable[[DeviceRunner], None] | None = None,
     ) -> None:
         """``reopen`` rebuilds the device from its `Device.save` data when a paused device's
         handle cannot come back by itself (NVML after a driver reload); None: probe it as is.
@@ -108,7 +113,11 @@ class DeviceRunner:
         ``silent_after_s`` (s): the device is governed only while frames arrive for it, and left
         to its own governor after this long without any; None: governed without frames (a policy
         that needs none, or busy time). ``no_frames_hint`` says in the journal what the user
-        can do about missing frames (where to send them)."""
+        can do about missing frames (where to send them).
+        ``custody`` holds the device: a device that answers again after a pause is governed
+        again only once it is shown to be the same device, its lock moved to its new directory;
+        a different device under its name pauses the runner for good (``replaced``) and calls
+        ``on_replaced``, so the daemon takes the new device afresh."""
         self.device = device
         self.governor = governor
         self.settings = settings
@@ -121,6 +130,8 @@ class DeviceRunner:
         self.busy_meter = busy_meter
         self.silent_after_s = silent_after_s
         self.no_frames_hint = no_frames_hint
+        self.custody = custody
+        self.on_replaced = on_replaced
         self.paused: str | None = None
         """Why the device is not governed now (None while it is)."""
         self.energy_j = 0.0
@@ -253,7 +264,7 @@ class DeviceRunner:
         predicted_ms = actual_vs_predicted[1]
         slowed = savings.slowed - slowed_before
         record = TickRecord(
-            name, reading.freq_mhz, _per_frame(frames),
+            name, reading.freq_mhz, [f.gpu_time_ms for f in frames],
             predicted_ms if isfinite(predicted_ms) else None,
             power_w if isfinite(power_w) else None,
             tick_energy_j if isfinite(tick_energy_j) else None,
@@ -266,6 +277,7 @@ class DeviceRunner:
             mem_level_mhz=reading.mem_freq_mhz if isfinite(reading.mem_freq_mhz) else None,
             busy=reading.busy if isfinite(reading.busy) else None,
             pseudo=pseudo,
+            frame_counts=_frame_counts(frames),
         )
         if self.summary is not None:
             self.summary.record_tick(now_s, record, savings)
@@ -538,6 +550,8 @@ class DeviceRunner:
         except DeviceError as exc:
             self._still_not_answering(now_s, exc)
             return False
+        if self.custody is not None and not self._same_device(now_s):
+            return False
         log_fields(log, logging.INFO, f"{self.name}: answers again; governing it afresh",
                    device=self.name, was=self.paused)
         self.paused = None
@@ -548,6 +562,36 @@ class DeviceRunner:
         self._meter.reset()
         self._applied_mhz = None
         return True
+
+    def _same_device(self, now_s: float) -> bool:
+        """Whether the device that answers is the one govd took, its lock now on its directory
+        as it is (a new inode after a re-plug). A different device under its name is never
+        written with what govd chose or saved for the old one: paused for good instead."""
+        assert self.custody is not None
+        differs = self.custody.replaced_by(self.device)
+        if differs is not None:
+            self.replaced(now_s, differs)
+            return False
+        try:
+            self.custody.locks.renew(self.device)
+        except Exception as exc:  # DeviceBusy, DeviceGone: not taken back now
+            self._still_not_answering(now_s, DeviceError(str(exc)))
+            return False
+        return True
+
+    def replaced(self, now_s: float, differs: str) -> None:
+        """Another device took this one's name (``differs``: how it differs): stop governing it
+        for good, and let the daemon take the new one afresh (``on_replaced``)."""
+        if self.paused == "replaced":
+            return
+        self.paused = "replaced"
+        self.counts["replaced"] += 1
+        self._next_probe_s = math.inf
+        self.limiter.warn((self.name, "replaced"), now_s, one_line(
+            f"{self.name}: a different device took its name ({differs}); the one govd governed "
+            "is gone, its saved state dropped; the new one is taken afresh"), error=differs)
+        if self.on_replaced is not None:
+            self.on_replaced(self)
 
     def _still_not_answering(self, now_s: float, exc: DeviceError) -> None:
         """A probe failed: counted in the open episode (reported with it when it ends), and
@@ -575,6 +619,8 @@ class DeviceRunner:
         except DeviceError:
             close_device(device)
             return False
+        if self.custody is not None:
+            self.custody.swap(self.device, device)  # restored at the stop through the new handle
         self.device = device
         self.counts["reopened"] += 1
         return True
@@ -658,20 +704,23 @@ def close_device(device: Device) -> None:
         close()
 
 
-def _per_frame(frames: Sequence[Frame]) -> list[float]:
-    """One frame time per frame (ms): a sampled row's time repeated for the frames it stands
-    for (`Frame.count`, rounded so that the fractions add up over the tick), so that the
-    journal summary and the metrics count frames, not rows."""
-    times = [f.gpu_time_ms for f in frames if f.count == 1.0]
-    if len(times) == len(frames):
-        return times
-    times = []
+def _frame_counts(frames: Sequence[Frame]) -> list[int] | None:
+    """How many frames each record stands for (`Frame.count`, rounded so that the fractions add
+    up over the tick), None when each is one frame (nearly always). One entry per record: a
+    sampled MangoHud row may say it stands for a million frames, and telemetry counts them
+    without one entry each (memory and work per tick stay bounded by the records read)."""
+    for f in frames:  # a loop, not all(generator): one object less every tick
+        if f.count != 1.0:
+            break
+    else:
+        return None
+    counts = []
     total = 0.0
     for frame in frames:
         before = round(total)
         total += frame.count
-        times += [frame.gpu_time_ms] * (round(total) - before)
-    return times
+        counts.append(round(total) - before)
+    return counts
 
 
 def _finite_or_none(value: float) -> float | None:

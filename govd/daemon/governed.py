@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from govd.conf.schema import Config, DeviceConfig
+from govd.custody.lock import held_by_a_govd
 from govd.daemon.device_runner import RunnerSettings
-from govd.daemon.lock import held_by_a_govd
 from govd.device.base import Device, DeviceError
 from govd.device.discovery import SYS, discover, discover_sysfs
 from govd.governor import Governor

@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from govd.daemon.state import write_atomically
-from govd.formats.regular_file import read_regular_text
+from govd.formats.regular_file import read_regular_text, write_atomically
 from govd.telemetry.savings import saving_words
 
 STATUS_MODE = 0o644
@@ -94,6 +93,11 @@ def _status_lines(status: Any) -> list[str]:
     loop = status.get("loop", {})
     lines = [f"govd pid {status.get('pid')}, updated {age_s:.1f} s ago, "
              f"{loop.get('ticks', 0)} ticks, {loop.get('overruns', 0)} overruns"]
+    from govd.custody.state_file import govd_running
+
+    if not govd_running(status.get("pid")):  # a crash left it: not shown as current
+        lines[0] = (f"govd is not running: pid {status.get('pid')} wrote this status "
+                    f"{age_s:.1f} s ago and is gone")
     idle = status.get("idle") or {}
     if idle.get("idle") and idle.get("since_s") is not None:
         idled_s = float(status.get("loop_time_s", 0)) - float(idle["since_s"])

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from govd.cli import UsageError
-from govd.daemon.lock import held_by_a_govd
+from govd.custody.lock import held_by_a_govd
 from govd.device.base import Device, DeviceError
 from govd.device.discovery import DISCOVERERS, SYS, discover_sysfs, open_found, scan
 

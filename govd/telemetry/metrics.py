@@ -10,10 +10,15 @@ configuration explicitly allows another address: the numbers say what runs on th
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
+import math
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from govd.telemetry.metrics_http import MetricsEndpoint
 from govd.telemetry.tick import TickRecord
 
 # Frame-time buckets (s) around the usual targets: 240, 144, 120, 90, 60, 45, 30, 20, 10 FPS.
@@ -63,6 +68,61 @@ def check_listen_address(address: str, allow_non_loopback: bool = False) -> None
         )
 
 
+class WeightedHistogram:
+    """A histogram by device whose observations may each stand for several (a sampled MangoHud
+    row: `TickRecord.frame_counts`), so that one row standing for a million frames costs one
+    step, not a million. Registered in the private registry as a collector; the exposition is
+    what a `prometheus_client.Histogram` of the same name and buckets gives (its ``_created``
+    series aside)."""
+
+    def __init__(self, prom: Any, name: str, documentation: str,
+                 buckets_s: tuple[float, ...]) -> None:
+        self._prom = prom
+        self.name = name
+        self.documentation = documentation
+        self.bounds_s = buckets_s
+        self._by_device: dict[str, list[float]] = {}
+        """device → observations per bucket (the last: above every bound), then their sum."""
+        self._lock = threading.Lock()
+
+    def observe(self, device: str, times_ms: Sequence[float],
+                counts: Sequence[int] | None = None) -> None:
+        """Add each of ``times_ms`` (ms), ``counts`` times each (None: once each)."""
+        if not times_ms:
+            return
+        bounds = self.bounds_s
+        with self._lock:
+            row = self._by_device.get(device)
+            if row is None:
+                row = self._by_device[device] = [0.0] * (len(bounds) + 2)
+            for k, time_ms in enumerate(times_ms):
+                n = 1 if counts is None else counts[k]
+                if n <= 0:
+                    continue
+                time_s = time_ms / 1000.0
+                row[bisect.bisect_left(bounds, time_s)] += n
+                row[-1] += time_s * n
+
+    def describe(self) -> list[Any]:
+        """The family, for the registry's ``auto_describe``."""
+        return [self._prom.metrics_core.HistogramMetricFamily(self.name, self.documentation,
+                                                      labels=["device"])]
+
+    def collect(self) -> list[Any]:
+        """The histogram as a scrape sees it: cumulative buckets, count and sum per device."""
+        family = self._prom.metrics_core.HistogramMetricFamily(self.name, self.documentation,
+                                                       labels=["device"])
+        with self._lock:
+            rows = {device: list(row) for device, row in self._by_device.items()}
+        for device, row in rows.items():
+            cumulative, buckets = 0.0, []
+            for bound, n in zip((*self.bounds_s, math.inf), row[:-1], strict=True):
+                cumulative += n
+                buckets.append(("+Inf" if bound == math.inf else repr(float(bound)), cumulative))
+            family.add_metric([device], buckets, sum_value=row[-1])
+        return [family]
+
+
 class Metrics:
     """govd's Prometheus metrics in a private registry; one `record_tick` per device per tick."""
 
@@ -70,10 +130,10 @@ class Metrics:
         prom = _prometheus()
         self.registry = prom.CollectorRegistry(auto_describe=True)
         r = self.registry
-        self._frame_time = prom.Histogram(
-            "govd_frame_time_seconds", "GPU time per completed frame.", ["device"],
-            buckets=FRAME_TIME_BUCKETS_S, registry=r,
-        )
+        self._frame_time = WeightedHistogram(
+            prom, "govd_frame_time_seconds", "GPU time per completed frame.",
+            FRAME_TIME_BUCKETS_S)
+        r.register(self._frame_time)
         self._level = prom.Gauge(
             "govd_level_hertz", "Clock level running, as read back from the device.", ["device"],
             registry=r,
@@ -146,10 +206,9 @@ class Metrics:
         """Record one tick of one device (see `TickRecord` for units)."""
         device = tick.device
         if not tick.pseudo:  # busy time per tick is no frame: it would count ticks as frames
-            for time_ms in tick.frame_times_ms:
-                self._frame_time.labels(device).observe(time_ms / 1000.0)
+            self._frame_time.observe(device, tick.frame_times_ms, tick.frame_counts)
             if tick.frame_times_ms:
-                self._frames.labels(device).inc(len(tick.frame_times_ms))
+                self._frames.labels(device).inc(tick.frames)
         self._level.labels(device).set(tick.level_mhz * 1e6)
         if tick.mem_level_mhz is not None:
             self._mem_level.labels(device).set(tick.mem_level_mhz * 1e6)
@@ -198,22 +257,22 @@ class MetricsServer:
     metrics: Metrics
     address: str
     port: int
-    _server: Any
+    _server: MetricsEndpoint
 
     def close(self) -> None:
-        """Stop serving and free the port."""
-        self._server.shutdown()
-        self._server.server_close()
+        """Stop serving and free the port (at once: no poll interval to wait out)."""
+        self._server.close()
 
 
 def start_metrics_server(
     metrics: Metrics, address: str = "127.0.0.1", port: int = 9464,
     allow_non_loopback: bool = False,
 ) -> MetricsServer:
-    """Serve `metrics` at http://address:port/metrics from a daemon thread; port 0 picks a free
-    port (see `.port`)."""
+    """Serve `metrics` at http://address:port/metrics from one thread with a bounded number of
+    connections (`govd.telemetry.metrics_http`); port 0 picks a free port (see `.port`)."""
     check_listen_address(address, allow_non_loopback)
-    server, _thread = _prometheus().start_http_server(
-        port, addr=address, registry=metrics.registry
-    )
-    return MetricsServer(metrics, address, int(server.server_port), server)
+    _prometheus()  # MetricsUnavailable before anything listens
+    if address == "localhost":
+        address = "127.0.0.1"
+    endpoint = MetricsEndpoint(metrics.exposition, address, port)
+    return MetricsServer(metrics, address, endpoint.port, endpoint)

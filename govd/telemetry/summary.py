@@ -72,7 +72,7 @@ class DeviceSummary:
                 f"{tick.chosen_mhz if tick.chosen_mhz is not None else tick.level_mhz:g} MHz",
                 device=self.device, policy=tick.policy, level_mhz=tick.level_mhz,
                 chosen_mhz=tick.chosen_mhz,
-                frames=len(tick.frame_times_ms), pred_frame_ms=tick.pred_ms,
+                frames=tick.frames, pred_frame_ms=tick.pred_ms,
                 power_w=tick.power_w, energy_j=tick.energy_j, switched=int(tick.switched),
             )
         if self._start_s is None:
@@ -80,8 +80,8 @@ class DeviceSummary:
             # After this tick: the savings of an interval's first tick after a (re)start are
             # left out, each later interval takes over where the one before ended.
             self._base = None if savings is None else savings.copy()
-        self._frames += len(tick.frame_times_ms)
-        self._frame_time_sum_ms += sum(tick.frame_times_ms)
+        self._frames += tick.frames
+        self._frame_time_sum_ms += tick.frame_time_sum_ms()
         if tick.power_w is not None:
             self._power_sum_w += tick.power_w
             self._power_ticks += 1

@@ -135,14 +135,16 @@ def test_status_tells_what_to_fix_when_the_folder_is_missing(short_dir: Path) ->
     assert "does not exist" in lines[1] and lines[1].startswith("problem: ")
 
 
-def test_journal_and_metrics_get_one_frame_time_per_frame_of_a_sampled_row(
+def test_journal_and_metrics_count_every_frame_a_sampled_row_stands_for(
         tmp_path: Path) -> None:
     runner = runner_on(tmp_path, 50)
     rows = [Frame(gpu_time_ms=4.0, app="game", count=2.4), Frame(gpu_time_ms=5.0, app="game",
                                                                   count=2.4)]
     record = runner.tick(0.0, PERIOD_S, rows)
     assert record is not None
-    assert record.frame_times_ms == [4.0, 4.0, 5.0, 5.0, 5.0]  # 2.4 + 2.4 frames: 2, then 3
+    assert record.frame_times_ms == [4.0, 5.0]  # one entry per row ...
+    assert record.frame_counts == [2, 3]  # ... counting 2.4 + 2.4 frames: 2, then 3
+    assert record.frames == 5 and record.frame_time_sum_ms() == 23.0
 
 
 def test_target_follows_the_program_with_most_frames_not_most_rows(tmp_path: Path) -> None:

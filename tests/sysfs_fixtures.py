@@ -14,6 +14,7 @@ Every attempted write, refused or not, is kept in ``attempts`` with the errno it
 from __future__ import annotations
 
 import errno
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from govd.device.sysfs import SysfsIO
 
-Rule = Callable[["KernelSysfs", Path, str], str]
+Rule = Callable[["KernelSysfs", Path, str], "str | None"]
 
 
 def _refuse(code: int, path: Path) -> OSError:
@@ -122,7 +123,8 @@ class KernelSysfs(SysfsIO):
             raise _refuse(errno.EACCES, path)
         rule = self.rules.get(path)
         stored = rule(self, path, value.strip()) if rule else value
-        path.write_text(stored + "\n")
+        if stored is not None:  # None: the rule wrote the driver's files itself
+            path.write_text(stored + "\n")
 
     def writable(self, path: Path) -> bool:
         return path.exists() and path not in self.read_only
@@ -179,17 +181,20 @@ def pci_card(root: Path, bdf: str, driver: str, card: str = "card0",
 
 def _pinned_pair_rules(
     kernel: KernelSysfs, min_path: Path, max_path: Path, lo: int, hi: int,
-    to_unit: Callable[[int], int], act_paths: list[Path],
+    to_unit: Callable[[int], int], act_paths: list[Path], act_found_mhz: int | None = None,
 ) -> None:
     """min/max soft limits as i915's store functions treat them: rounded to the GT unit, EINVAL
-    outside [lo, hi] or when min > max would result; the running clock follows the limits."""
+    outside [lo, hi] or when min > max would result; the running clock runs where it ran when
+    found (``act_found_mhz``, default: what the files say now), within the limits, so limits put
+    back bring the clock found back too."""
+    found = {act: act_found_mhz if act_found_mhz is not None else int(kernel.value(act))
+             for act in act_paths}
 
     def follow() -> None:
         low, high = int(kernel.value(min_path)), int(kernel.value(max_path))
         for act in act_paths:
-            text = kernel.value(act)
-            if text.isdigit():  # garbage a test put there stays for the next read to meet
-                act.write_text(f"{min(max(int(text), low), high)}\n")
+            if kernel.value(act).isdigit():  # garbage a test put there stays for a read
+                act.write_text(f"{min(max(found[act], low), high)}\n")
 
     def store(which: str) -> Rule:
         def rule(k: KernelSysfs, path: Path, value: str) -> str:
@@ -212,9 +217,11 @@ def _pinned_pair_rules(
 def i915_gen9(
     root: Path, card: str = "card0", rpn: int = 300, rp0: int = 1150,
     min_mhz: int = 300, max_mhz: int = 1150, act_mhz: int = 300, hwmon: bool = False,
+    bdf: str = "0000:00:02.0", device_id: int = 0x1912,
 ) -> tuple[Path, KernelSysfs]:
-    """A gen9 GT (Skylake GT2: RPn 300, RP0 1150, unit 50/3 MHz). Returns (card dir, kernel)."""
-    path = pci_card(root, "0000:00:02.0", "i915", card, device_id=0x1912)
+    """A gen9 GT (Skylake GT2: RPn 300, RP0 1150, unit 50/3 MHz) in PCI slot ``bdf``. Returns
+    (card dir, kernel)."""
+    path = pci_card(root, bdf, "i915", card, device_id=device_id)
     files = {"gt_RPn_freq_mhz": rpn, "gt_RP0_freq_mhz": rp0, "gt_RP1_freq_mhz": 350,
              "gt_min_freq_mhz": min_mhz, "gt_max_freq_mhz": max_mhz, "gt_boost_freq_mhz": rp0,
              "gt_act_freq_mhz": act_mhz, "gt_cur_freq_mhz": act_mhz}
@@ -256,123 +263,76 @@ def xe_lunarlake(
         _put(freq0 / name, value)
     _put(path / "device/tile0/gt1/freq0/rpn_freq", 100)  # the media GT, not governed
     kernel = KernelSysfs(root)
-    kernel.read_only |= {freq0 / n for n in files if n not in ("min_freq", "max_freq")}
-    _pinned_pair_rules(kernel, freq0 / "min_freq", freq0 / "max_freq", rpn, rp0,
-                       lambda mhz: mhz, [freq0 / "act_freq", freq0 / "cur_freq"])
+    xe_rules(kernel, freq0, rpn, rp0, act_mhz)
+    save_spec(root, "xe", {"freq0": str(freq0.relative_to(root)), "rpn": rpn, "rp0": rp0,
+                           "act": act_mhz})
     return path, kernel
 
 
-# -- amdgpu ------------------------------------------------------------------------------------
+def xe_rules(kernel: KernelSysfs, freq0: Path, rpn: int, rp0: int, act_mhz: int) -> None:
+    """xe's rules for the GT at ``freq0``: min/max in RPn..RP0, min <= max; the clock found
+    (``act_mhz``) runs within the limits."""
+    kernel.read_only |= {freq0 / n for n in ("rpn_freq", "rp0_freq", "rpe_freq", "act_freq",
+                                             "cur_freq")}
+    _pinned_pair_rules(kernel, freq0 / "min_freq", freq0 / "max_freq", rpn, rp0,
+                       lambda mhz: mhz, [freq0 / "act_freq", freq0 / "cur_freq"], act_mhz)
+
+
+SPEC = "kernel-spec.json"
+"""Under a fixture root: the rules its stateless fixtures (xe) follow, for `tests.kernel_driver`
+to apply in another process (amdgpu cards keep their own model, `tests.amdgpu_kernel`)."""
+
+
+def save_spec(root: Path, kind: str, entry: dict[str, object]) -> None:
+    """Record that the fixture ``entry`` of ``kind`` lives under ``root``."""
+    path = root / SPEC
+    spec = json.loads(path.read_text()) if path.exists() else {}
+    spec.setdefault(kind, []).append(entry)
+    path.write_text(json.dumps(spec, sort_keys=True) + "\n")
+
+
+def load_spec(root: Path, kernel: KernelSysfs) -> None:
+    """Apply the rules `save_spec` recorded under ``root`` to ``kernel``."""
+    path = root / SPEC
+    spec = json.loads(path.read_text()) if path.exists() else {}
+    for entry in spec.get("xe", []):
+        xe_rules(kernel, root / entry["freq0"], entry["rpn"], entry["rp0"], entry["act"])
+
+
+# -- amdgpu (the kernel's rules live in tests.amdgpu_kernel; more classes in tests.amdgpu_cards) --
 
 POLARIS_SCLK_MHZ = [300, 600, 900, 1145, 1215, 1257, 1300, 1366]
-POLARIS_OD = """OD_SCLK:
-0:        300MHz        750mV
-1:        600MHz        769mV
-2:        900MHz        881mV
-3:       1145MHz        968mV
-4:       1215MHz       1000mV
-5:       1257MHz       1025mV
-6:       1300MHz       1050mV
-7:       1366MHz       1150mV
-OD_MCLK:
-0:        300MHz        750mV
-1:       2000MHz        800mV
-OD_RANGE:
-SCLK:     300MHz       2000MHz
-MCLK:     300MHz       2250MHz
-VDDC:     750mV        1150mV"""
-
-NAVI21_OD = """OD_SCLK:
-0: 500Mhz
-1: 2660Mhz
-OD_MCLK:
-0: 97Mhz
-1: 1000MHz
-OD_VDDC_CURVE:
-0: 500MHz 700mV
-1: 1580MHz 850mV
-2: 2660MHz 1150mV
-OD_RANGE:
-SCLK:     500Mhz       3150Mhz"""
-
-
-def _dpm_table(freqs: list[int], current: int, unit: str = "Mhz") -> str:
-    return "\n".join(f"{i}: {f}{unit}{' *' if i == current else ''}" for i, f in enumerate(freqs))
-
-
-def _fine_table(low: int, high: int, current_mhz: int) -> str:
-    if current_mhz in (low, high):
-        return _dpm_table([low, high], [low, high].index(current_mhz))
-    return f"0: {low}Mhz \n1: {current_mhz}Mhz *\n2: {high}Mhz "
-
-
-def _amdgpu_card(root: Path, card: str, device_id: int) -> tuple[Path, KernelSysfs]:
-    """The card's PCI device directory, where amdgpu keeps its power files."""
-    path = pci_card(root, "0000:03:00.0", "amdgpu", card, device_id) / "device"
-    kernel = KernelSysfs(root)
-    kernel.read_only.add(path / "gpu_busy_percent")
-    _put(path / "gpu_busy_percent", 37)
-    _put(path / "hwmon/hwmon1/power1_average", 45_000_000)
-
-    def perf(k: KernelSysfs, p: Path, value: str) -> str:
-        allowed = {"auto", "low", "high", "manual", "profile_standard", "profile_min_sclk",
-                   "profile_min_mclk", "profile_peak"}
-        if value not in allowed:
-            raise _refuse(errno.EINVAL, p)
-        return value
-
-    kernel.rules[path / "power_dpm_force_performance_level"] = perf
-    return path, kernel
-
-
-def _manual_only(k: KernelSysfs, path: Path, level_count: int) -> int:
-    if k.value(path.parent / "power_dpm_force_performance_level") != "manual":
-        raise _refuse(errno.EINVAL, path)
-    return level_count
 
 
 def amdgpu_polaris(
     root: Path, card: str = "card1", current: int = 0, perf_level: str = "auto",
     unit: str = "Mhz",
 ) -> tuple[Path, KernelSysfs]:
-    """A discrete Polaris (RX 580, 1002:67df): 8 sclk levels, voltages in OD_SCLK. Returns
-    (card, kernel)."""
-    path, kernel = _amdgpu_card(root, card, 0x67DF)
-    _put(path / "pp_dpm_sclk", _dpm_table(POLARIS_SCLK_MHZ, current, unit))
-    _put(path / "power_dpm_force_performance_level", perf_level)
-    _put(path / "pp_od_clk_voltage", POLARIS_OD)
+    """A discrete Polaris (RX 580, 1002:67df): 8 sclk levels, level ``current`` running,
+    voltages in OD_SCLK. Returns (card, kernel)."""
+    from tests.amdgpu_cards import HAND_WRITTEN_OD, amdgpu_card
 
-    def sclk(k: KernelSysfs, p: Path, value: str) -> str:
-        _manual_only(k, p, len(POLARIS_SCLK_MHZ))
-        # The kernel takes a list of indices as a mask; a single one forces that level.
-        index = _int(p, value.split()[0])
-        if not 0 <= index < len(POLARIS_SCLK_MHZ):
-            raise _refuse(errno.EINVAL, p)
-        return _dpm_table(POLARIS_SCLK_MHZ, index, unit)
-
-    kernel.rules[path / "pp_dpm_sclk"] = sclk
-    return path.parent, kernel
+    sclk = "".join(f"{i}: {mhz}{unit} {'*' if i == current else ''}\n"
+                   for i, mhz in enumerate(POLARIS_SCLK_MHZ))
+    path, kernel, _ = amdgpu_card(root, card=card, device_id=0x67DF, sclk=sclk,
+                                  od=HAND_WRITTEN_OD["polaris"], perf=perf_level)
+    return path, kernel
 
 
 def amdgpu_navi21(
     root: Path, card: str = "card1", current_mhz: int = 1283, perf_level: str = "auto",
 ) -> tuple[Path, KernelSysfs]:
-    """A fine-grained RDNA2 (RX 6800, 1002:73bf): pp_dpm_sclk shows min, current, max
-    (500..2660 MHz)."""
-    path, kernel = _amdgpu_card(root, card, 0x73BF)
-    low, high = 500, 2660
-    _put(path / "pp_dpm_sclk", _fine_table(low, high, current_mhz))
-    _put(path / "power_dpm_force_performance_level", perf_level)
-    _put(path / "pp_od_clk_voltage", NAVI21_OD)
+    """A fine-grained RDNA2 (RX 6800, 1002:73bf) with overdrive on: pp_dpm_sclk shows min,
+    current, max (500..2660 MHz); OD_SCLK 500/2660 within OD_RANGE 500..3150 MHz."""
+    from tests.amdgpu_cards import HAND_WRITTEN_OD, amdgpu_card
 
-    def sclk(k: KernelSysfs, p: Path, value: str) -> str:
-        _manual_only(k, p, 2)
-        # Fine-grained parts map index 0 to the minimum and any higher index to the maximum.
-        index = _int(p, value.split()[0])
-        return _fine_table(low, high, low if index == 0 else high)
-
-    kernel.rules[path / "pp_dpm_sclk"] = sclk
-    return path.parent, kernel
+    sclk = (f"0: 500Mhz \n1: {current_mhz}Mhz *\n2: 2660Mhz \n"
+            if current_mhz not in (500, 2660) else
+            f"0: 500Mhz {'*' if current_mhz == 500 else ''}\n"
+            f"1: 2660Mhz {'*' if current_mhz == 2660 else ''}\n")
+    path, kernel, _ = amdgpu_card(root, card=card, device_id=0x73BF, sclk=sclk,
+                                  od=HAND_WRITTEN_OD["rdna2_od"], perf=perf_level)
+    return path, kernel
 
 
 # -- devfreq -----------------------------------------------------------------------------------
@@ -381,12 +341,15 @@ def devfreq_soc(
     root: Path, name: str, driver: str, freqs_hz: list[int], governor: str = "simple_ondemand",
     governors: str = "userspace powersave performance simple_ondemand",
     busy_percent: int | None = None, energy_uj: int | None = None,
-    compatible: str | None = None,
+    compatible: str | None = None, set_freq: str | None = None,
 ) -> tuple[Path, KernelSysfs]:
     """A platform device under devfreq (a GPU unless told otherwise); returns (devfreq dir,
     kernel). set_freq appears only while the userspace governor runs, clamped to min/max and
     rounded up to an OPP. ``compatible``: the device tree's ``compatible`` strings, as the kernel
-    shows them (NUL-separated) in ``of_node/compatible``."""
+    shows them (NUL-separated) in ``of_node/compatible``. ``set_freq``: what it holds when the
+    tree is built under userspace (default: the lowest level, a request another tool made;
+    ``"undefined"``: userspace just selected, nothing asked yet, which only the kernel's rules
+    can show again after a restore, not a tree of plain files)."""
     platform = root / "devices/platform" / name
     _put(root / "bus/platform/drivers" / driver / "bind", "")
     _link(platform / "driver", root / "bus/platform/drivers" / driver)
@@ -406,7 +369,7 @@ def devfreq_soc(
     for file, value in files.items():
         _put(path / file, value)
     if governor == "userspace":
-        _put(path / "userspace/set_freq", "undefined")
+        _put(path / "userspace/set_freq", set_freq or freqs_hz[0])
     if busy_percent is not None:
         _put(platform / "gpu_busy_percent", busy_percent)
     if energy_uj is not None:

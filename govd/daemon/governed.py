@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from govd.conf.schema import Config, DeviceConfig
+from govd.custody.lock import held_by_a_govd
 from govd.daemon.device_runner import RunnerSettings
 from govd.device.base import Device, DeviceError
 from govd.device.discovery import SYS, discover, discover_sysfs
@@ -65,7 +66,10 @@ def select(config: Config, devices: list[Device]) -> list[Device]:
             log.warning("%s: cannot be governed: %s", device.name, verdict.reason)
             continue
         if verdict.reason:
-            log.warning("%s: %s", device.name, verdict.reason)
+            held = held_by_a_govd(device, Path(config.state_file).parent)
+            # a running govd's own setting is no other tool's (`check-config` beside it)
+            log.log(logging.INFO if held else logging.WARNING, "%s: %s", device.name,
+                    "governed by a running govd now" if held else verdict.reason)
         chosen.append(device)
     return chosen
 

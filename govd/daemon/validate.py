@@ -63,7 +63,7 @@ def _metrics_problems(config: Config) -> list[str]:
 
     host = config.metrics.listen.rpartition(":")[0].strip("[]")
     try:
-        check_listen_address(host)
+        check_listen_address(host, config.metrics.allow_non_loopback)
         check_available()
     except (ValueError, MetricsUnavailable) as exc:
         return [f"metrics.listen: {exc}"]
@@ -87,7 +87,7 @@ def _state_file_problems(config: Config) -> list[str]:
     folder, a FIFO, or a file that is no govd state (never overwritten: govd did not write it).
     A file this process may not read (check-config as a user, the file root's) is left to the
     daemon to judge."""
-    from govd.daemon.state import StateFileError, load_state
+    from govd.custody.state_file import StateFileError, load_state
 
     path = Path(config.state_file)
     if os.path.lexists(path) and not os.access(path, os.R_OK):

@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from govd.cli import UsageError
+from govd.custody.lock import held_by_a_govd
 from govd.device.base import Device, DeviceError
 from govd.device.discovery import DISCOVERERS, SYS, discover_sysfs, open_found, scan
 
+DEFAULT_LOCK_DIR = Path("/run/govd")
+"""Where the shipped state file's folder keeps the locks of devices without a sysfs folder."""
 _NO_BACKEND = {
     "nvidia": "governed through NVML, not sysfs",
     "nouveau": "nouveau offers no clock control govd can use",
@@ -28,10 +31,20 @@ _NO_BACKEND = {
 def describe(device: Device) -> dict[str, Any]:
     """What `govd devices` shows for one device; a failing read becomes the reason, not a crash."""
     row: dict[str, Any] = {"name": device.name, "backend": device.backend}
+    # Each part on its own: a clock that cannot be read must not hide why the device is (not)
+    # governed, nor the verdict hide the levels it has.
+    try:
+        verdict = device.controllable()
+        row["controllable"], row["reason"] = verdict.ok, verdict.reason
+        if verdict.reason and held_by_a_govd(device, DEFAULT_LOCK_DIR):
+            row["reason"] = "governed by a running govd now"  # its own setting, no other tool's
+    except DeviceError as exc:
+        row.update(controllable=False, reason=str(exc))
     try:
         levels = device.levels_mhz
-        row["levels"] = len(levels)
-        row["min_mhz"], row["max_mhz"] = float(levels[0]), float(levels[-1])
+        if len(levels):
+            row["levels"] = len(levels)
+            row["min_mhz"], row["max_mhz"] = float(levels[0]), float(levels[-1])
         reading = device.read()
         row["current_mhz"] = None if math.isnan(reading.freq_mhz) else reading.freq_mhz
         mem_levels = device.mem_levels_mhz
@@ -39,10 +52,9 @@ def describe(device: Device) -> dict[str, Any]:
             row["mem_levels_mhz"] = sorted({float(m) for m in mem_levels})
             mem_mhz = reading.mem_freq_mhz
             row["current_mem_mhz"] = None if math.isnan(mem_mhz) else mem_mhz
-        verdict = device.controllable()
-        row["controllable"], row["reason"] = verdict.ok, verdict.reason
     except DeviceError as exc:
-        row.update(controllable=False, reason=str(exc))
+        if row["controllable"]:  # a device that cannot be read cannot be governed either
+            row.update(controllable=False, reason=str(exc))
     row["gpu"] = device.not_gpu is None
     if device.not_gpu is not None:
         row["skipped"] = f"{device.not_gpu}: governed only when a `devices:` entry names it"
@@ -50,8 +62,9 @@ def describe(device: Device) -> dict[str, Any]:
 
 
 def list_devices(sysfs_root: Path) -> list[dict[str, Any]]:
-    """One row per device: sysfs devices (including those govd has no backend for), then the
-    devices of every other registered discoverer."""
+    """One row per device: sysfs devices (including those govd has no backend for), then, for
+    the real /sys only (what `govd run` governs), the devices of every other registered
+    discoverer (NVML)."""
     rows = []
     for found in scan(sysfs_root):
         if found.backend is None:
@@ -61,6 +74,8 @@ def list_devices(sysfs_root: Path) -> list[dict[str, Any]]:
                          "controllable": False, "reason": reason, "gpu": found.gpu[0]})
         else:
             rows.append(describe(open_found(found, sysfs_root)))
+    if Path(sysfs_root) != SYS:
+        return rows  # as `govd run` (`find_devices`): NVML GPUs are the machine's, not the tree's
     for discoverer in DISCOVERERS:
         if discoverer is not discover_sysfs:
             rows.extend(describe(device) for device in discoverer(sysfs_root))

@@ -8,13 +8,19 @@ levels are the supported (core, memory) pairs: every memory clock of
 graphics clocks at the highest memory clock (the driver's default), and `govd devices` says why.
 A GPU that refuses the memory lock as NOT_SUPPORTED all the same falls back to that at once.
 
+Datacenter GPUs list one memory clock and 38-190 graphics clocks 5-15 MHz apart: all of them are
+levels. Only more than `GOVERNED_LEVELS` (a GeForce's (core, memory) pairs) are thinned, each
+memory clock keeping its share of its own supported clocks. On Hopper and newer the GPM counters
+(`govd.device.nvml_gpm`: SM activity, DRAM bandwidth) come with every reading.
+
 `set_level` locks the graphics clock, ``nvmlDeviceSetGpuLockedClocks(h, f, f)`` (Volta or newer,
 root only), at the memory clock in force; `set_pair` locks both, with
 ``nvmlDeviceSetMemoryLockedClocks(h, m, m)``. A lower memory clock supports fewer graphics clocks
 (the top ones go), so when the memory clock falls the graphics clock is locked first and when it
 rises the memory clock is: the pair in force is always one NVML supports. When the second lock is
 refused the first is put back (as the i915 min/max pair). A clock set costs 10-15 ms on a V100
-(seed 002), so a set that would change nothing is skipped.
+(seed 002), and locking every 50 ms delayed NCCL collectives in a reported NVIDIA issue, so a set
+that would change nothing is skipped: a lock is written only when the decision changes.
 
 What `save` and `restore` can do: NVML has no call that reads a locked-clock range back, so govd
 cannot tell whether another tool (``nvidia-smi -lgc``) had locked the clocks before it started,
@@ -52,16 +58,20 @@ from govd.device.base import (
     WriteRefused,
 )
 from govd.device.nvml_calls import SESSION, nvml_call, nvml_code
+from govd.device.nvml_gpm import GpmReader
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 GOVERNED_LEVELS = 256
-"""Most levels (or (core, memory) pairs) the daemon governs on one GPU: its tick predicts
-every level and refreshes the power shape over every pair of them, so an H100's 400-odd
-pairs are thinned evenly in core clock, the extremes kept (a model takes up to
-`govd.model.settings.MAX_LEVELS`, what `govd eval` reads from a full sweep)."""
+"""Most levels (or (core, memory) pairs) the daemon governs on one GPU: a cap on a tick's cost
+(it predicts every level), not a design. A datacenter GPU's whole grid fits (one memory clock,
+38-190 graphics clocks 5-15 MHz apart: an H100 SXM's 110, a V100's 187); only a GPU with
+several memory clocks and more pairs than this (a GeForce's 400-odd) is thinned, each memory
+clock keeping a share of the cap in proportion to its clocks, its lowest and highest included
+(`spread`): every level kept is a supported clock. A model takes up to
+`govd.model.settings.MAX_LEVELS`, what `govd eval` reads from a full sweep."""
 
 _ARCH_NAMES = {
     pynvml.NVML_DEVICE_ARCH_KEPLER: "Kepler",
@@ -93,11 +103,28 @@ def _nearest(clocks_mhz: FloatArray, freq_mhz: float) -> int:
     return int(clocks_mhz[np.argmin(np.abs(clocks_mhz - freq_mhz))])
 
 
-def _thinned(clocks_mhz: FloatArray, step: int) -> FloatArray:
-    """Every ``step``-th clock counted down from the highest, the lowest always kept."""
-    if step <= 1:
+def spread(clocks_mhz: FloatArray, count: int) -> FloatArray:
+    """``count`` of the ascending ``clocks_mhz`` spread evenly by position, the lowest and the
+    highest included (all of them when there are no more). Units: MHz."""
+    if count >= clocks_mhz.size:
         return clocks_mhz
-    return np.union1d(clocks_mhz[::-1][::step], clocks_mhz[:1])
+    picks = np.round(np.linspace(0, clocks_mhz.size - 1, max(count, 2))).astype(np.int64)
+    return clocks_mhz[np.unique(picks)]
+
+
+def shares(sizes: list[int], total: int) -> list[int]:
+    """How many of ``total`` places each of groups of ``sizes`` items gets: in proportion to its
+    size (largest remainders first), at least 2 (its ends) and at most its size."""
+    if sum(sizes) <= total:
+        return list(sizes)
+    exact = [total * size / sum(sizes) for size in sizes]
+    given = [min(size, max(2, math.floor(e))) for size, e in zip(sizes, exact, strict=True)]
+    for i in sorted(range(len(sizes)), key=lambda i: math.floor(exact[i]) - exact[i]):
+        if sum(given) >= total:
+            break
+        if given[i] < sizes[i]:
+            given[i] += 1
+    return given
 
 
 class NvmlDevice(Device):
@@ -129,6 +156,7 @@ class NvmlDevice(Device):
         if not mem:
             raise NotSupported(f"{self.name}: NVML lists no supported memory clocks")
         self._mem_clocks = np.array(sorted(set(mem)), dtype=np.float64)
+        self._gpm = GpmReader(self.name, handle, self._call)
         self._applied: dict[str, int | None] = dict.fromkeys(_LOCKS)
         self._written: set[str] = set()
         self._refused = ""
@@ -171,6 +199,7 @@ class NvmlDevice(Device):
         """Give this device's NVML session reference back (idempotent); does not restore."""
         if not self._closed:
             self._closed = True
+            self._gpm.close()
             SESSION.release()
 
     def forget_applied(self) -> None:
@@ -194,12 +223,12 @@ class NvmlDevice(Device):
         return np.array(sorted(set(clocks)), dtype=np.float64)
 
     def _two_domains(self) -> None:
-        """Levels: every supported (core, memory) pair, thinned evenly in core clock where there
-        are more than the daemon governs (`GOVERNED_LEVELS`)."""
+        """Levels: every supported (core, memory) pair; where there are more than the daemon
+        governs (`GOVERNED_LEVELS`), each memory clock keeps its share of graphics clocks."""
         graphics = {int(m): self._graphics_levels(int(m)) for m in self._mem_clocks}
-        total = sum(len(clocks) for clocks in graphics.values())
-        step = math.ceil(total / (GOVERNED_LEVELS - len(graphics)))
-        self._graphics = {m: _thinned(clocks, step) for m, clocks in graphics.items()}
+        kept = shares([len(clocks) for clocks in graphics.values()], GOVERNED_LEVELS)
+        self._graphics = {m: spread(clocks, count)
+                          for (m, clocks), count in zip(graphics.items(), kept, strict=True)}
         pairs = sorted((core, m) for m, clocks in self._graphics.items() for core in clocks)
         self._levels = np.array([core for core, _ in pairs], dtype=np.float64)
         self._mem_levels = np.array([m for _, m in pairs], dtype=np.float64)
@@ -209,7 +238,7 @@ class NvmlDevice(Device):
         not governed ("" when there is only one)."""
         top = int(self._mem_clocks[-1])
         clocks = self._graphics[top] if top in self._graphics else self._graphics_levels(top)
-        self._graphics = {top: _thinned(clocks, math.ceil(len(clocks) / GOVERNED_LEVELS))}
+        self._graphics = {top: spread(clocks, GOVERNED_LEVELS)}
         self._levels = self._graphics[top]
         self._mem_levels = None
         self._mem_note = f"{why}; graphics clock only, at memory {top} MHz" if why else ""
@@ -249,7 +278,9 @@ class NvmlDevice(Device):
 
         ``busy`` is NVML's GPU utilisation (share of its last sample period, 1/6 s to 1 s, with a
         kernel running), not exactly the time since the previous read. ``energy_mj`` is NaN before
-        Volta (NOT_SUPPORTED); ``power_w`` is NVML's power reading (mW / 1000).
+        Volta (NOT_SUPPORTED); ``power_w`` is NVML's power reading (mW / 1000). ``counters``:
+        ``mem_busy`` (NVML's memory utilisation), and on Hopper and newer the GPM counters
+        ``sm_activity`` and ``dram_bw_util`` (`govd.device.nvml_gpm`), all fractions 0..1.
         """
         h = self._handle
         freq_mhz = self._clock_mhz("graphics", pynvml.NVML_CLOCK_GRAPHICS)
@@ -268,9 +299,10 @@ class NvmlDevice(Device):
                 power_w = self._call("read power", pynvml.nvmlDeviceGetPowerUsage, h) / 1000
             except NotSupported:
                 self._power_supported = False
+        counters = {"mem_busy": util.memory / 100}
+        counters.update(self._gpm.metrics())
         return Reading(freq_mhz=float(freq_mhz), busy=util.gpu / 100, energy_mj=energy_mj,
-                       power_w=power_w, mem_freq_mhz=float(mem_mhz),
-                       counters={"mem_busy": util.memory / 100})
+                       power_w=power_w, mem_freq_mhz=float(mem_mhz), counters=counters)
 
     def _mem_in_force(self) -> int:
         """The memory clock govd locked, else the highest (what an unlocked GPU may run)."""

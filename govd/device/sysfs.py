@@ -20,6 +20,35 @@ _GONE = {errno.ENODEV, errno.ENOENT, errno.ENXIO}
 _REFUSED = {errno.EINVAL, errno.EACCES, errno.EPERM, errno.EBUSY, errno.EROFS, errno.ERANGE}
 
 
+_IDENTITY_FILES = {
+    "pci_id": ("device/vendor", "device/device"),
+    "subsystem_id": ("device/subsystem_vendor", "device/subsystem_device"),
+    "serial": ("device/unique_id",),
+    "compatible": ("device/of_node/compatible",),
+}
+"""What `SysfsDevice.identity` reads, where the driver has it (key → files joined by ``:``)."""
+MAX_IDENTITY_CHARS = 80
+"""Longest identity value kept: whoever builds a tree given with --sysfs-root chooses them."""
+
+
+def one_printable_line(text: str, max_chars: int = MAX_IDENTITY_CHARS) -> str:
+    """``text`` cut to ``max_chars``, every unprintable character (a line break, an escape) as
+    ``?``."""
+    text = text[:max_chars]
+    return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _id_word(text: str) -> str:
+    """An identity file's first word: a hex id as ``lspci -n`` shows it (``8086``)."""
+    word = text.split("\0")[0].strip()
+    if word.startswith("0x"):
+        try:
+            return f"{int(word, 16):04x}"
+        except ValueError:
+            pass
+    return word
+
+
 _READ_BYTES = 8192
 """A sysfs attribute holds at most a page: one read(2) of this size takes it whole, and a
 shorter answer is the end of the file (no second read(2) to find the end)."""
@@ -35,6 +64,24 @@ _O_READ = os.O_RDONLY | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO there refuses (ENXIO) instead of blocking the loop until a reader comes.
 _O_WRITE = (os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
             | os.O_NONBLOCK)
+
+
+def attribute_text(data: bytes) -> str:
+    """A sysfs attribute's bytes as text: every NUL dropped (some kernels pad a page with NULs,
+    at the end or between sections of ``pp_od_clk_voltage``, and NUL is no white space to
+    ``str.strip``), surrounding white space stripped. Raises UnicodeDecodeError."""
+    if b"\0" in data:
+        data = data.replace(b"\0", b"")
+    return data.decode().strip()
+
+
+def excerpt(text: str, limit: int = 60) -> str:
+    """``text`` quoted for a message: one line, printable (``repr`` escapes line breaks, NULs and
+    terminal escapes), cut to ``limit`` characters with the length said, so a file of 64 KiB of
+    junk never lands whole in the journal."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def _read_to_end(fd: int, offset: int | None) -> bytes:
@@ -64,14 +111,15 @@ class SysfsIO:
     path handling was most of a tick's cost."""
 
     def read_text(self, path: str | Path) -> str:
-        """The file's content, stripped of surrounding white space. `SysfsDevice` passes a
-        str: os.open converts a Path through two Python-level calls each time."""
+        """The file's content as `attribute_text` makes it (NULs dropped, surrounding white
+        space stripped). `SysfsDevice` passes a str: os.open converts a Path through two
+        Python-level calls each time."""
         fd = os.open(path, _O_READ)
         try:
             data = os.read(fd, _READ_BYTES)  # a whole attribute, nearly always
             if len(data) == _READ_BYTES:
                 data += _read_to_end(fd, None)
-            return data.decode().strip()
+            return attribute_text(data)
         finally:
             os.close(fd)
 
@@ -106,7 +154,7 @@ class KeptOpenSysfsIO(SysfsIO):
         self._fds: dict[str | Path, int] = {}
 
     def read_text(self, path: str | Path) -> str:
-        """The file's content now, stripped of surrounding white space."""
+        """The file's content now, as `attribute_text` makes it."""
         fd = self._fds.get(path)
         if fd is None:
             fd = self._fds[path] = os.open(path, _O_READ)
@@ -114,7 +162,7 @@ class KeptOpenSysfsIO(SysfsIO):
             data = os.pread(fd, _READ_BYTES, 0)  # a whole attribute, nearly always
             if len(data) == _READ_BYTES:
                 data += _read_to_end(fd, _READ_BYTES)
-            return data.decode().strip()
+            return attribute_text(data)
         except OSError:
             del self._fds[path]
             os.close(fd)
@@ -172,7 +220,9 @@ class SysfsDevice(Device):
         self.path = Path(path)
         self.sysfs_root = Path(sysfs_root)
         self.io = io or (KeptOpenSysfsIO() if self.sysfs_root == _SYS else SysfsIO())
-        self.name = self.path.name
+        # Printable: it starts journal lines, status lines and `govd devices` rows, and a tree
+        # given with --sysfs-root may name a device "card0\ngovd: ..." (a forged line).
+        self.name = one_printable_line(self.path.name, 255)
         self._saved_state: dict[str, Any] | None = None
         # what the last set_level chose, in the backend's own terms (Hz, MHz, level index), so
         # `override` can tell when someone else changed it; None before any set_level
@@ -197,6 +247,26 @@ class SysfsDevice(Device):
                 return None
             self._pci_id = f"{vendor:04x}:{device:04x}"
         return self._pci_id
+
+    def identity(self) -> dict[str, str]:
+        """The device behind this directory, read afresh (never cached: a different GPU may
+        have taken the name since): the name of its parent device (the PCI slot such as
+        ``0000:03:00.0``, or a platform device's name), its PCI vendor:device and subsystem ids
+        and its serial (``unique_id``, amdgpu) where the files exist, and a platform device's
+        device tree ``compatible``."""
+        found = {"backend": self.backend, "name": self.name}
+        found["parent"] = os.path.basename(os.path.realpath(self.path / "device"))
+        for key, rels in _IDENTITY_FILES.items():
+            try:
+                found[key] = ":".join(_id_word(self._read(rel)) for rel in rels)
+            except DeviceError:
+                continue
+        return {key: one_printable_line(value) for key, value in found.items()}
+
+    def lock_dir(self) -> str:
+        """The device's own sysfs directory (a new one, a new inode, when it is plugged in
+        again)."""
+        return str(self.path)
 
     # -- file access, the only place OSError is caught -------------------------------------
     def _file(self, rel: str) -> str:
@@ -238,9 +308,11 @@ class SysfsDevice(Device):
         try:
             value = float(text)
         except ValueError as exc:
-            raise DeviceError(f"{self.path / rel}: expected a number, got {text!r}") from exc
+            raise DeviceError(f"{self.path / rel}: expected a number, got {excerpt(text)}"
+                              ) from exc
         if not math.isfinite(value):
-            raise DeviceError(f"{self.path / rel}: expected a finite number, got {text!r}")
+            raise DeviceError(f"{self.path / rel}: expected a finite number, got "
+                              f"{excerpt(text)}")
         return value
 
     def _write(self, rel: str, value: str | int) -> None:

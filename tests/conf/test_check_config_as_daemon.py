@@ -17,9 +17,9 @@ import pytest
 
 from govd.conf.commands import check_config
 from govd.conf.load import load_config
+from govd.custody.state_file import StateFileError
 from govd.daemon.daemon import Daemon, Options
 from govd.daemon.governed import SetupError
-from govd.daemon.state import StateFileError
 from tests.sysfs_fixtures import mali_panfrost
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -125,7 +125,7 @@ def test_second_daemon_exits_1_in_one_line_touching_nothing_and_restore_works_af
         env=env(), capture_output=True, text=True, timeout=WAIT_S)
     assert second.returncode == 1
     [line] = [x for x in second.stderr.splitlines() if x.startswith("govd run:")]
-    assert "govd-sim0: already governed by another govd" in line
+    assert "govd-sim0: held by another govd process" in line
     assert "Traceback" not in second.stderr
     assert list(other.iterdir()) == [] and (tmp_path / "state.json").read_text() == state
     first.kill()

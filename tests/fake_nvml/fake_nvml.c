@@ -32,6 +32,15 @@
  *                        (a GPU_IS_LOST injected so drops the GPU's locks, as a real loss does);
  *                        gpuN.fail.<Call> for one GPU only
  *   fail.<Call>.times=N  only the next N calls fail (counted down in the state file)
+ *   sm_util=70, dram_util=30   GPM's SM and DRAM-bandwidth utilisation in percent (defaults: busy
+ *                        and busy/2), accrued over time into each GPM sample
+ *
+ * GPM (GPU Performance Monitoring) is Hopper or newer, as in NVML: nvmlGpmQueryDeviceSupport
+ * answers isSupportedDevice 0 before Hopper (ARGUMENT_VERSION_MISMATCH for another struct
+ * version), nvmlGpmSampleGet NOT_SUPPORTED there; nvmlGpmMetricsGet checks the struct version and
+ * the two samples (the second taken after the first, on the same GPU) and answers each metric it
+ * knows (graphics, SM, SM occupancy, DRAM bandwidth utilisation) from the time between them, the
+ * others NOT_SUPPORTED in that metric's own return code.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -42,7 +51,8 @@
 
 enum {
     OK = 0, UNINITIALIZED = 1, INVALID_ARGUMENT = 2, NOT_SUPPORTED = 3, NO_PERMISSION = 4,
-    NOT_FOUND = 6, INSUFFICIENT_SIZE = 7, GPU_IS_LOST = 15, UNKNOWN = 999
+    NOT_FOUND = 6, INSUFFICIENT_SIZE = 7, GPU_IS_LOST = 15, ARGUMENT_VERSION_MISMATCH = 25,
+    UNKNOWN = 999
 };
 enum { CLOCK_GRAPHICS = 0, CLOCK_SM = 1, CLOCK_MEM = 2 };
 enum { ARCH_PASCAL = 4, ARCH_VOLTA = 5, ARCH_TURING = 6, ARCH_AMPERE = 7, ARCH_ADA = 8, ARCH_HOPPER = 9 };
@@ -70,6 +80,10 @@ struct arch_spec {
 static const struct arch_spec ARCHS[] = {
     {"hopper", "NVIDIA H100 80GB HBM3", ARCH_HOPPER, 0x233010DE, 2, {2619, 1593}, {1980, 1500},
      345, 15, 1, 70000, 700000},
+    /* a datacenter table as nvidia-smi shows an H100 SXM's: one memory clock, 110 graphics clocks
+     * 15 MHz apart */
+    {"h100-sxm", "NVIDIA H100 80GB HBM3", ARCH_HOPPER, 0x233010DE, 1, {2619}, {1980}, 345, 15, 1,
+     70000, 700000},
     {"ada", "NVIDIA GeForce RTX 4090", ARCH_ADA, 0x268410DE, 2, {10501, 405}, {2520, 1005}, 210, 15,
      2, 30000, 450000},
     {"ampere", "NVIDIA A100-SXM4-40GB", ARCH_AMPERE, 0x20B010DE, 2, {1215, 405}, {1410, 1005},
@@ -491,3 +505,91 @@ int nvmlDeviceSetMemoryLockedClocks(void *h, unsigned min_mhz, unsigned max_mhz)
 }
 
 int nvmlDeviceResetMemoryLockedClocks(void *h) { return lock(h, 1, 1, 0, 0); }
+
+/* -- GPM ------------------------------------------------------------------------------------- */
+
+enum { GPM_GRAPHICS_UTIL = 1, GPM_SM_UTIL = 2, GPM_SM_OCCUPANCY = 3, GPM_DRAM_BW_UTIL = 10 };
+#define GPM_METRIC_MAX 210 /* what this "library" was built with; callers may have more room */
+#define GPM_MAGIC 0x67706d73
+
+typedef struct { unsigned version, isSupportedDevice; } nvmlGpmSupport_t;
+struct gpm_sample { unsigned magic; int gpu, taken; long long at_ms; double sm, dram, gr; };
+typedef struct { const char *shortName, *longName, *unit; } metric_info_t;
+typedef struct { unsigned metricId; int nvmlReturn; double value; metric_info_t info; } nvmlGpmMetric_t;
+typedef struct {
+    unsigned version, numMetrics;
+    struct gpm_sample *sample1, *sample2;
+    nvmlGpmMetric_t metrics[]; /* as many as the caller's struct holds (numMetrics used) */
+} nvmlGpmMetricsGet_t;
+
+int nvmlGpmQueryDeviceSupport(void *h, nvmlGpmSupport_t *support) {
+    DEVICE_CALL(h, "GpmQueryDeviceSupport");
+    if (!support) return INVALID_ARGUMENT;
+    if (support->version != 1) return ARGUMENT_VERSION_MISMATCH;
+    support->isSupportedDevice = spec_of(gpu)->arch >= ARCH_HOPPER;
+    return OK;
+}
+
+int nvmlGpmSampleAlloc(struct gpm_sample **sample) {
+    int rc = begin();
+    if (rc != OK) return rc;
+    if (!sample) return INVALID_ARGUMENT;
+    *sample = calloc(1, sizeof **sample);
+    if (!*sample) return UNKNOWN;
+    (*sample)->magic = GPM_MAGIC;
+    return OK;
+}
+
+int nvmlGpmSampleFree(struct gpm_sample *sample) {
+    int rc = begin();
+    if (rc != OK) return rc;
+    if (!sample || sample->magic != GPM_MAGIC) return INVALID_ARGUMENT;
+    sample->magic = 0;
+    free(sample);
+    return OK;
+}
+
+/* The activity counters accrue the present utilisation since they last advanced (% x ms). */
+int nvmlGpmSampleGet(void *h, struct gpm_sample *sample) {
+    DEVICE_CALL(h, "GpmSampleGet");
+    if (!sample || sample->magic != GPM_MAGIC) return INVALID_ARGUMENT;
+    if (spec_of(gpu)->arch < ARCH_HOPPER) return NOT_SUPPORTED;
+    long long now = now_ms(), at = gpu_int(gpu, "gpm_at_ms", now);
+    long long busy = gpu_int(gpu, "busy", 50);
+    long long sm = gpu_int(gpu, "gpm_sm", 0) + gpu_int(gpu, "sm_util", busy) * (now - at);
+    long long dram = gpu_int(gpu, "gpm_dram", 0) + gpu_int(gpu, "dram_util", busy / 2) * (now - at);
+    long long gr = gpu_int(gpu, "gpm_gr", 0) + busy * (now - at);
+    gpu_set(gpu, "gpm_sm", sm);
+    gpu_set(gpu, "gpm_dram", dram);
+    gpu_set(gpu, "gpm_gr", gr);
+    gpu_set(gpu, "gpm_at_ms", now);
+    save_state();
+    *sample = (struct gpm_sample){GPM_MAGIC, gpu, 1, now, (double)sm, (double)dram, (double)gr};
+    return OK;
+}
+
+int nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *get) {
+    int rc = begin();
+    if (rc != OK) return rc;
+    if (!get) return INVALID_ARGUMENT;
+    if (get->version != 1) return ARGUMENT_VERSION_MISMATCH;
+    struct gpm_sample *a = get->sample1, *b = get->sample2;
+    if (get->numMetrics > GPM_METRIC_MAX || !a || !b || a->magic != GPM_MAGIC
+        || b->magic != GPM_MAGIC || !a->taken || !b->taken || a->gpu != b->gpu)
+        return INVALID_ARGUMENT;
+    if (b->at_ms <= a->at_ms) return INVALID_ARGUMENT; /* sample2 must be the later one */
+    double span = (double)(b->at_ms - a->at_ms);
+    for (unsigned i = 0; i < get->numMetrics; i++) {
+        nvmlGpmMetric_t *m = &get->metrics[i];
+        m->nvmlReturn = OK;
+        m->info = (metric_info_t){"fake", "fake metric", "%"};
+        switch (m->metricId) {
+        case GPM_SM_UTIL: m->value = (b->sm - a->sm) / span; break;
+        case GPM_DRAM_BW_UTIL: m->value = (b->dram - a->dram) / span; break;
+        case GPM_GRAPHICS_UTIL:
+        case GPM_SM_OCCUPANCY: m->value = (b->gr - a->gr) / span; break;
+        default: m->nvmlReturn = NOT_SUPPORTED; m->value = 0;
+        }
+    }
+    return OK;
+}

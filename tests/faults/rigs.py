@@ -23,7 +23,15 @@ from govd.model.settings import ModelSettings
 from govd.policy.static import Fixed
 from govd.target import Target
 from govd.telemetry.log import EpisodeLimiter
-from tests.sysfs_fixtures import KernelSysfs, amdgpu_polaris, i915_gen9, mali_panfrost, xe_lunarlake
+from tests.amdgpu_cards import hand_written
+from tests.sysfs_fixtures import (
+    KernelSysfs,
+    amdgpu_navi21,
+    amdgpu_polaris,
+    i915_gen9,
+    mali_panfrost,
+    xe_lunarlake,
+)
 
 PERIOD_S = 0.05
 LOGGER = "govd.test.faults"
@@ -107,7 +115,24 @@ def amdgpu_rig(root: Path) -> Rig:
                 "device/pp_dpm_sclk", ["device/power_dpm_force_performance_level"])
 
 
+def amdgpu_od_rig(root: Path) -> Rig:
+    """An RDNA2 with overdrive found in auto (OD_SCLK 500..2660), pinned at 1500 MHz through
+    pp_od_clk_voltage (its last write is the commit, "c")."""
+    return _rig(root, amdgpu_navi21, AmdgpuDevice, 1500, "device/pp_dpm_sclk",
+                "device/pp_od_clk_voltage",
+                ["device/power_dpm_force_performance_level", "device/pp_od_clk_voltage"])
+
+
+def amdgpu_apu_rig(root: Path) -> Rig:
+    """A Steam Deck before Linux 6.17 found in auto (pp_od_clk_voltage empty outside manual),
+    pinned at 800 MHz."""
+    return _rig(root, lambda r: hand_written(r, "deck")[:2], AmdgpuDevice, 800,
+                "device/pp_dpm_sclk", "device/pp_od_clk_voltage",
+                ["device/power_dpm_force_performance_level", "device/pp_od_clk_voltage"])
+
+
 RIGS: dict[str, Callable[[Path], Rig]] = {
     "devfreq": devfreq_rig, "i915": i915_rig, "xe": xe_rig, "amdgpu": amdgpu_rig,
+    "amdgpu_od": amdgpu_od_rig, "amdgpu_apu": amdgpu_apu_rig,
 }
 """Every sysfs backend's rig by backend name."""

@@ -24,7 +24,11 @@ def other_tool(rig: Rig, backend: str) -> Callable[[], None]:
         "i915": (1, "1000"),  # max raised above govd's pin
         "xe": (1, "1500"),
         "amdgpu": (0, "auto"),  # out of manual
+        "amdgpu_od": (1, "s 1 2000"),  # another maximum edited (and committed below)
+        "amdgpu_apu": (0, "auto"),  # out of manual: an APU's default clocks again
     }[backend]
+    if backend == "amdgpu_od":
+        return lambda: [rig.kernel.write_text(rig.knobs[1], v) for v in (value, "c")] and None
     return lambda: rig.kernel.write_text(rig.knobs[knob], value)
 
 

@@ -119,6 +119,9 @@ def test_every_line_received_is_accepted_or_counted_under_one_reason(
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
         for payload in datagrams:
             s.sendto(payload, socket.MSG_DONTWAIT, str(path))
+    # Every datagram read before the drain: the drain alone reads for 4 ms at most, which a
+    # loaded machine (the full suite beside other work) can spend before the eighth.
+    src.receive()
     frames = src.drain()
     after = src.stats()
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
@@ -127,4 +130,4 @@ def test_every_line_received_is_accepted_or_counted_under_one_reason(
     assert delta.get("datagrams", 0) == len(datagrams)
     assert delta.get("lines", 0) == sum(delta.get(k, 0) for k in outcomes)
     assert delta.get("accepted", 0) == len(frames) <= src.max_queue
-    assert set(after) <= {*outcomes, "datagrams", "lines", "truncated"}
+    assert set(after) <= {*outcomes, "datagrams", "lines", "truncated", "rate_limited_datagrams"}

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from govd.commands.select_features import select
 from govd.eval.domains import two_domain_summary
 from govd.eval.evaluate import evaluate
 from govd.eval.experiments import offline_vs_online, param_sweep
-from govd.eval.features_cli import select
 from govd.eval.prior_gain import prior_gain, v100_kernel_split
 from govd.formats.sweep import SweepTable, write_sweep
 from govd.model.settings import ModelSettings

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from govd.cli import main
+from govd.commands import devices as device_cli
 from govd.conf.schema import Config
 from govd.custody.lock import DeviceLocks
 from govd.daemon.governed import find_devices, select
-from govd.device import cli as device_cli
 from tests.sysfs_fixtures import mali_panfrost
 
 REPO = Path(__file__).resolve().parents[1]

@@ -108,7 +108,7 @@ class Options:
     status_every_s: float = STATUS_EVERY_S
     """How often the status file is written (and ``on_status`` called). Units: s."""
     overrides: Callable[[Config], Config] = lambda config: config
-    """What the command line sets over the file (`govd.daemon.run.with_overrides`): applied to
+    """What the command line sets over the file (`govd.commands.options.with_overrides`): applied to
     the configuration reread on SIGHUP too."""
 
 
@@ -565,7 +565,7 @@ class Daemon:
         return True
 
     def _verdict(self, applied: bool, errors: list[str]) -> None:
-        """Record a reload's outcome for the status file (`govd.daemon.reload_request`)."""
+        """Record a reload's outcome for the status file (`govd.commands.reload`)."""
         self._reloads = {"seq": self._reloads["seq"] + 1, "applied": applied,
                          "errors": errors[:20], "unix_s": time.time()}
 

@@ -15,10 +15,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from govd.cli import UsageError
 from govd.custody.lock import held_by_a_govd
 from govd.device.base import Device, DeviceError
 from govd.device.discovery import DISCOVERERS, SYS, discover_sysfs, open_found, scan
+from govd.errors import UsageError
 
 DEFAULT_LOCK_DIR = Path("/run/govd")
 """Where the shipped state file's folder keeps the locks of devices without a sysfs folder."""

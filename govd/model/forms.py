@@ -17,15 +17,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
 from govd.model.arrays import FloatArray
-from govd.model.base import Model
-from govd.model.settings import AUTO, ModelSettings
+
+if TYPE_CHECKING:  # only named in Builder: the settings check their form against this module
+    from govd.model.base import Model
+    from govd.model.settings import ModelSettings
 
 GROUP = "govd.model_forms"
+AUTO = "auto"
+"""``model.form`` that lets the target in force pick the form (`resolve`)."""
 
 _BUILTIN = {
-    "seed": "govd.model.online:SEED",
+    "seed": "govd.model.seed_form:SEED",
     "scaling": "govd.model.scaling_model:SCALING",
 }
 """govd's own forms, so that a source checkout that is not pip-installed still finds them."""
@@ -39,7 +44,7 @@ AUTO_SLOWDOWN = "scaling"
 """The form ``auto`` puts in force under a slowdown target: on the measured GPUs eq. 10 ran at
 up to 35 % violations or saved nothing there (bench/results/decisions.json)."""
 
-Builder = Callable[[FloatArray, FloatArray | None, ModelSettings, float], Model]
+Builder = Callable[[FloatArray, FloatArray | None, "ModelSettings", float], "Model"]
 """(core clocks MHz, memory clocks MHz or None, settings, idle power W or NaN) -> a model."""
 
 

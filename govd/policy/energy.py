@@ -72,7 +72,7 @@ that miss the budget there exceeds ``miss_budget``. With ``price_misses`` the mo
 counted over ``CHANGE_TICKS`` and the product below the cap is part of the level's priced
 chance: counted over the 128 ticks of curves, one change reads 1/128, above the 0.5 % budget,
 and on v100-sim (a change every ~200 units) refuses every level the previous work missed at
-for most of each phase (with true curves, `govd.eval.truth`, that alone costs 1.3 points). On
+for most of each phase (with true curves, `govd.research.truth`, that alone costs 1.3 points). On
 v100-units (a kernel change every ~5
 units) this took the violations from 2.2 % to 0.6 % at a 10 % slowdown (3.1 % to 1.4 % at 25 %)
 for 1.106 -> 1.132x the oracle, where the hedged causal reference of `govd.eval.reference`

@@ -114,7 +114,6 @@ def test_other_discoverers_plug_into_discover_and_the_device_list(tmp_path, monk
 
     monkeypatch.setattr(discovery, "DISCOVERERS", [*discovery.DISCOVERERS,
                                                    lambda root: [_Accelerator()]])
-    monkeypatch.setattr("govd.commands.devices.DISCOVERERS", discovery.DISCOVERERS)
     mali_panfrost(tmp_path)
     assert [d.name for d in discover(tmp_path)] == ["fde60000.gpu", "GPU-0"]
     # the device list names them for the machine's own /sys (here: the tree stands for it);

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 from govd.sources.base import Frame, FrameSource
 
@@ -48,3 +50,10 @@ class BusySource(FrameSource):
     def stats(self) -> dict[str, int]:
         """Counters: ``accepted``, ``idle_ticks``, ``bad_readings``."""
         return dict(self._counts)
+
+
+def open_busy(frames: Any, clock: Callable[[], float]) -> None:
+    """No shared source: with ``frames.source: busy`` the daemon gives each device its own
+    `BusySource`, fed by that device's readings; the source ``busy`` in
+    `govd.sources.registry`."""
+    return None

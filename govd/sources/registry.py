@@ -1,0 +1,59 @@
+"""Frame sources by name (``frames.source``), as policies are (`govd.policy.registry`): govd's
+own and third parties' (an entry point in the ``govd.frame_sources`` group).
+
+A source registers with one line here (or one entry point) naming its opener, a function in its
+own module that opens it from the configuration::
+
+    "mangohud": "govd.sources.mangohud:open_mangohud",
+
+The names are known without importing any source (`available`: the configuration checks
+``frames.source`` against them); the opener is imported only for the source asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import Any
+
+from govd.sources.base import FrameSource
+
+GROUP = "govd.frame_sources"
+
+Opener = Callable[[Any, Callable[[], float]], FrameSource | None]
+"""(the configuration's ``frames`` section, the loop's clock in s) -> the source, or None when
+the daemon feeds each device its own (``busy``). Raises `SourceSetupError` (one line)."""
+
+_BUILTIN = {
+    "socket": "govd.sources.socket:open_socket",
+    "mangohud": "govd.sources.mangohud:open_mangohud",
+    "busy": "govd.sources.busy:open_busy",
+    "sim": "govd.sources.socket:open_socket",
+}
+"""govd's own sources (``sim``: the simulated GPU's frames, which come to the socket)."""
+
+
+class UnknownSourceError(LookupError):
+    """No frame source of that name is built in or registered."""
+
+
+def available() -> list[str]:
+    """Names of every frame source: govd's own in their order, then the registered ones."""
+    names = list(_BUILTIN)
+    names += [ep.name for ep in entry_points(group=GROUP) if ep.name not in _BUILTIN]
+    return names
+
+
+def opener(name: str) -> Opener:
+    """The opener registered under ``name``; a built-in cannot be shadowed by a plugin."""
+    if name in _BUILTIN:
+        module, _, attr = _BUILTIN[name].partition(":")
+        found: Opener = getattr(import_module(module), attr)
+        return found
+    for ep in entry_points(group=GROUP):
+        if ep.name == name:
+            loaded: Opener = ep.load()
+            return loaded
+    raise UnknownSourceError(f"unknown frame source {name!r}; available: "
+                             f"{', '.join(available())}")

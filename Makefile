@@ -49,12 +49,12 @@ $(STAMP): pyproject.toml
 	$(MAKE) -s --no-print-directory kernels
 	touch $(STAMP)
 
-# The per-tick kernels compiled ahead of time (govd/model/build_kernels.py), so that `govd run`
+# The per-tick kernels compiled ahead of time (govd/kernels/build.py), so that `govd run`
 # imports neither numba nor llvmlite (~40 MB, ~0.3 s). The tests then run what the installed
 # service runs; tests/test_kernels_aot.py compares it with numba's JIT and rebuilds it when the
 # kernel sources changed. A failed build fails nothing: govd falls back to numba's JIT.
 kernels:
-	-@$(PY) -m govd.model.build_kernels || echo "govd: kernels not compiled ahead of time; govd uses numba's JIT"
+	-@$(PY) -m govd.kernels.build || echo "govd: kernels not compiled ahead of time; govd uses numba's JIT"
 
 # pytest exits 5 when it collected nothing: for us that is a failure, never a pass. The setup
 # installed umockdev, so the udev tests must run here, not skip.
@@ -65,7 +65,7 @@ test: setup
 
 lint: setup
 	$(PY) -m ruff check govd tests bench
-	$(PY) -m mypy govd/model govd/policy govd/governor.py
+	$(PY) -m mypy govd/model govd/kernels govd/policy govd/governor.py
 
 bench: setup
 	$(PY) bench/bench_model.py
@@ -104,7 +104,7 @@ install: setup
 	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q '.[metrics]'
 	@# in the installed package, from its own sources (a failure only costs numba's JIT); -I: a
 	@# PYTHONPATH naming a checkout would build that checkout's kernels instead
-	-@cd / && NUMBA_CACHE_DIR=$$(mktemp -d) sh -c '$(DESTDIR)$(APPDIR)/bin/python -I -m govd.model.build_kernels; \
+	-@cd / && NUMBA_CACHE_DIR=$$(mktemp -d) sh -c '$(DESTDIR)$(APPDIR)/bin/python -I -m govd.kernels.build; \
 	  rc=$$?; rm -rf "$$NUMBA_CACHE_DIR"; exit $$rc' || \
 	  echo "govd install: kernels not compiled ahead of time; govd will use numba's JIT (it says so at start)"
 	@# pip writes the venv's own path into its scripts' #! lines; staged, that is the DESTDIR

@@ -5,25 +5,25 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
 from govd.policy.base import Outlook
 from govd.sources.base import Frame
 from govd.target import Target
 from govd.telemetry.savings import MIN_CHECKS, Savings, saving_words, top_clock
+from tests.policy_outlook import outlook as policy_outlook
+from tests.policy_outlook import predictions
 
 FPS60 = Target(fps=60)
 
 
 def outlook(time_ms: list[float], energy_mj: list[float], current: int, hi: int | None = None,
             ready: bool = True) -> Outlook:
-    levels = np.array([200.0, 400.0, 600.0, 800.0][: len(time_ms)])
-    return Outlook(levels_mhz=levels, lo=0, hi=len(levels) - 1 if hi is None else hi,
-                   current=current, time_ms=np.array(time_ms), power_w=np.ones(len(levels)),
-                   energy_mj=np.array(energy_mj), sensitivity_ms_per_mhz=0.0,
-                   model_ready=ready, time_error=math.nan, busy=0.5, interval_s=0.05,
-                   target=FPS60, tick=10)
+    levels = [200.0, 400.0, 600.0, 800.0][: len(time_ms)]
+    predicted = predictions(len(levels), time_ms=time_ms, power_w=[1.0] * len(levels),
+                            energy_mj=energy_mj, ready=ready)
+    return policy_outlook(levels, current=current, hi=hi, predicted=predicted, busy=0.5,
+                          target=FPS60, tick=10)
 
 
 def test_the_ratio_is_read_between_the_level_that_ran_and_the_allowed_top() -> None:

@@ -159,9 +159,10 @@ class DcdConfig(Section):
 class ModelConfig(Section):
     """The online frame-time model (DESIGN.md §2)."""
 
-    form: Literal["auto", "scaling", "seed"] = "auto"
-    """`govd.model.settings.ModelSettings.form`: auto = scaling under a slowdown target, the
-    seed's eq. 10 under a frame rate."""
+    form: str = "auto"
+    """`govd.model.settings.ModelSettings.form`, a registered form (`govd.model.forms`) or
+    auto = scaling under a slowdown target, the seed's eq. 10 under a frame rate, resolved
+    from the target in force at each tick."""
     algorithm: Literal["rls", "dcd"] = "rls"
     forgetting: Annotated[float, Field(gt=0, le=1)] = 1.0
     mu: PositiveFloat = 1e-14
@@ -174,6 +175,16 @@ class ModelConfig(Section):
     prior: str | None = None
     """Prior file from `govd fit-prior` (seeds a0, a1 after the first samples), None for none."""
     stress: StressConfig = Field(default_factory=StressConfig)
+
+    @field_validator("form")
+    @classmethod
+    def _known_form(cls, form: str) -> str:
+        from govd.model.forms import available
+
+        if form != "auto" and form not in available():
+            raise ValueError(f"unknown model form {form!r}; available: "
+                             f"{', '.join(['auto', *available()])}")
+        return form
 
     @model_validator(mode="after")
     def _one_scale_per_counter(self) -> ModelConfig:

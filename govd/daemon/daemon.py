@@ -34,7 +34,7 @@ from govd.daemon.governed import SetupError, build_governor, entry_for, find_dev
 from govd.daemon.hotplug import DeviceWatch
 from govd.daemon.idle import IdleSettings, IdleWatch, busiest
 from govd.daemon.loop import Clock, DeadlineScheduler, Tick, TickStats
-from govd.daemon.record import TraceRecorder, trace_path
+from govd.daemon.record import TraceRecorder, trace_meta, trace_path
 from govd.daemon.reload import governor_changed, restart_keys
 from govd.daemon.status import write_status
 from govd.daemon.validate import Built, ConfigRefused, check_applicable
@@ -46,7 +46,7 @@ from govd.sources.base import Frame, FrameSource
 from govd.sources.busy import BusySource
 from govd.sources.fdinfo import meter_for
 from govd.sources.mangohud import MangoHudSource
-from govd.sources.socket import SocketSetupError, SocketSource
+from govd.sources.socket import DRAIN_BUDGET_S, SocketSetupError, SocketSource
 from govd.telemetry.log import EpisodeLimiter, log_fields, setup_logging
 from govd.telemetry.metrics import (
     Metrics,
@@ -269,7 +269,7 @@ class Daemon:
         if self.options.record is not None:
             path = trace_path(self.options.record, device.name, devices)
             try:
-                recorder = TraceRecorder(path, settings.counters)
+                recorder = TraceRecorder(path, settings.counters, trace_meta(governor))
             except OSError as exc:  # governed all the same; said in one line
                 log.error("%s: cannot record its trace to %s (%s); not recorded", device.name,
                           path, exc.strerror or exc)
@@ -353,6 +353,7 @@ class Daemon:
                 "group": s.group, "allow_uids": s.allow_uids, "allow_gids": s.allow_gids,
                 "rate_fps": s.rate_fps, "burst": s.burst, "max_queue": s.max_queue,
                 "clock": self._now_s(),
+                "drain_budget_s": None if self.clock.paces_the_work else DRAIN_BUDGET_S,
             }
             try:
                 activated = SocketSource.from_systemd(**options)

@@ -59,14 +59,16 @@ def _wait_for_tree(root: Path, sim: subprocess.Popen[bytes], log_path: Path) -> 
 
 def _warm_up(config: Config) -> None:
     """Load the compiled model kernels before the simulated clock starts, so the daemon takes
-    the device at once and the comparison with ondemand starts from the same instant."""
-    from govd.governor import Governor, Sample
-    from govd.policy.registry import make_policy
+    the device at once and the comparison with ondemand starts from the same instant: a
+    governor as the configuration builds it, stepped under each target it sets (each kind of
+    target may put another model form in force)."""
+    from govd.from_config import governor_from_config
+    from govd.governor import Sample
 
-    governor = Governor([100.0, 200.0, 300.0], make_policy(config.policy.name,
-                                                          **config.policy.params),
-                        config.target.to_target())
-    governor.step(Sample(freq_mhz=300.0, frame_time_ms=5.0, frame_count=1))
+    governor = governor_from_config(config, [100.0, 200.0, 300.0])
+    for target in (config.target, *config.apps.values()):
+        governor.target = target.to_target()
+        governor.step(Sample(freq_mhz=300.0, frame_time_ms=5.0, frame_count=1))
 
 
 def _demo_config(args: argparse.Namespace, tmp: Path) -> tuple[Config, Path | None]:

@@ -35,14 +35,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import numpy as np
-
 from govd.daemon.override import OverrideWatch, Verdict
 from govd.daemon.record import TraceRecorder
 from govd.device.base import Device, DeviceError, DeviceGone, Reading
 from govd.device.energy import EnergyMeter
-from govd.governor import Governor, Sample
+from govd.governor import Governor
 from govd.model.tick import STRESS_RESET
+from govd.sample import count_frames, counter_values, target_for, tick_sample
 from govd.sources.base import Frame, one_line
 from govd.sources.busy import BusySource
 from govd.target import Target
@@ -60,8 +59,6 @@ T = TypeVar("T")
 
 FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
-_NO_COUNTERS = np.zeros(0, dtype=np.float64)
-_NO_COUNTERS.flags.writeable = False  # shared by every tick of every runner without counters
 _UNSET = object()
 RECENT_S = 1.0
 """How far back the status file's recent FPS and frame time look. Units: s."""
@@ -80,8 +77,6 @@ class RunnerSettings:
     """The device's target when no application asks for its own."""
     apps: Mapping[str, Target]
     """Per-application targets by process name."""
-    min_dwell_s: float
-    """Shortest time between two level writes. Units: s."""
     counters: Sequence[str] = ()
     """The model's counters, in the model's order."""
 
@@ -200,40 +195,21 @@ class DeviceRunner:
             self.busy_source.observe(reading.busy, interval_s)
             frames = self.busy_source.drain()
             pseudo = True
-        # A row of a sampled MangoHud log stands for several frames (Frame.count). One loop,
-        # not a generator per sum: a tick holds a few frames, and each generator is an object.
-        frame_count = 0.0
-        weighted_ms = 0.0
-        for f in frames:
-            frame_count += f.count
-            weighted_ms += f.gpu_time_ms * f.count
-        frame_time_ms = weighted_ms / frame_count if frame_count > 0 else math.nan
         governor = self.governor
-        target = governor.target = self._target_for(frames)
-        late_share = math.nan
-        if target.fps is not None and frame_count > 0 and not pseudo:
-            deadline_ms = target.deadline_ms
-            late = 0.0
-            for f in frames:
-                if f.gpu_time_ms > deadline_ms:
-                    late += f.count
-            late_share = late / frame_count
+        target = governor.target = target_for(frames, self.settings.apps, self.settings.target,
+                                              governor.target)
         power_w = self._meter.update(now_s, reading.energy_mj, reading.power_w)
         tick_energy_j = self._tick_energy_j(power_w, interval_s)
-        counters = _NO_COUNTERS if not self.settings.counters else np.array(
-            [reading.counters.get(name, math.nan) for name in self.settings.counters],
-            dtype=np.float64,
-        )
+        counters = counter_values(reading.counters, self.settings.counters)
+        tally = count_frames(frames, target, pseudo)
+        sample = tick_sample(tally, reading.freq_mhz, interval_s, reading.busy, power_w,
+                             counters, reading.mem_freq_mhz)
+        frame_count, frame_time_ms = tally.count, tally.mean_ms
         actual_vs_predicted = (frame_time_ms, self._predicted_ms)
-        decision = governor.step(
-            Sample(
-                freq_mhz=reading.freq_mhz, frame_time_ms=frame_time_ms,
-                frame_count=round(frame_count), interval_s=interval_s, busy=reading.busy,
-                power_w=power_w, counters=counters, mem_freq_mhz=reading.mem_freq_mhz,
-                late_share=late_share,
-            )
-        )
-        self._predicted_ms = float(decision.outlook.time_ms[decision.level])
+        decision = governor.step(sample)
+        if decision.held:
+            self.counts["held_by_dwell"] += 1
+        self._predicted_ms = float(decision.outlook.predictions.time_ms[decision.level])
         savings = self.savings
         late_before, over_before = savings.late, savings.over_limit
         slowdown_before, slowed_before = savings.slowdown_sum, savings.slowed
@@ -256,8 +232,8 @@ class DeviceRunner:
         switched = self._apply(now_s, decision.freq_mhz, decision.mem_freq_mhz)
         self.counts["ticks"] += 1
         if self.recorder is not None:
-            self.recorder.row(now_s - self._started_s, frame_time_ms, round(frame_count),
-                              reading.freq_mhz, power_w, counters)
+            self.recorder.row(now_s - self._started_s, sample, target, decision.freq_mhz,
+                              decision.mem_freq_mhz)
         self._remember(now_s, reading, frame_count, frame_time_ms, power_w, actual_vs_predicted)
         self._fallback = fallback
         isfinite = math.isfinite
@@ -405,23 +381,6 @@ class DeviceRunner:
         if self.metrics is not None:
             self.metrics.record_waiting(self.name, self.waiting_since_s is not None)
 
-    def _target_for(self, frames: Sequence[Frame]) -> Target:
-        """The target of the application that completed the most frames this tick."""
-        if not frames:
-            return self.governor.target  # no news: keep the target in force
-        busiest = frames[0].app
-        for f in frames:  # a loop, not any(generator): one object less every tick
-            if f.app != busiest:
-                break
-        else:
-            return self.settings.apps.get(busiest, self.settings.target)
-        # several applications (rare)
-        completed: dict[str, float] = {}  # a sampled row counts for the frames it stands for
-        for frame in frames:
-            completed[frame.app] = completed.get(frame.app, 0.0) + frame.count
-        busiest = max(completed, key=completed.__getitem__)
-        return self.settings.apps.get(busiest, self.settings.target)
-
     def _tick_energy_j(self, power_w: float, interval_s: float) -> float:
         """Energy used this tick (J): the counter's step as the meter vetted it (wraps undone;
         resets, jumps and stalls refused), else the power sample over the tick, else NaN."""
@@ -433,11 +392,8 @@ class DeviceRunner:
 
     def _apply(self, now_s: float, freq_mhz: float, mem_freq_mhz: float | None) -> bool:
         """Write the chosen level (a (core, memory) pair when ``mem_freq_mhz`` is not None)
-        when it changed and the dwell time has passed."""
+        when it changed (the governor's dwell has decided whether it may)."""
         if freq_mhz == self._applied_mhz and mem_freq_mhz == self._applied_mem_mhz:
-            return False
-        if self._applied_mhz is not None and now_s - self._last_write_s < self.settings.min_dwell_s:
-            self.counts["held_by_dwell"] += 1
             return False
         if self._guarded(now_s, "write", lambda: self._write(freq_mhz, mem_freq_mhz)) is None:
             return False

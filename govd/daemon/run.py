@@ -87,7 +87,7 @@ def run_daemon(args: argparse.Namespace) -> int:
     config, path = read_config(args)
     config = with_overrides(config, args)
     setup_logging(config.logging.level)
-    from govd.model.kernels import log_mode
+    from govd.kernels.loader import log_mode
 
     log_mode(logging.getLogger("govd.daemon"))
     options = Options(

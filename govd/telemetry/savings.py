@@ -80,14 +80,15 @@ def top_clock(outlook: Outlook) -> TopClock | None:
     """What the predictions say about the top allowed level against the one that ran, or None
     while the model is not ready or a prediction is not a positive number.
 
-    The one place that reads the model's per-level predictions for reporting: ``time_ms``,
-    ``energy_mj``, the allowed top ``hi``, the level that ran (``current``) and
-    ``model_ready``."""
-    if not outlook.model_ready:
+    The one place that reads the model's per-level predictions for reporting: ``time_ms``
+    and ``energy_mj`` of `Outlook.predictions` and their ``ready``, the allowed top ``hi`` and
+    the level that ran (``current``)."""
+    predicted = outlook.predictions
+    if not predicted.ready:
         return None
     hi, ran = outlook.hi, outlook.current
-    energy_top, energy_ran = float(outlook.energy_mj[hi]), float(outlook.energy_mj[ran])
-    time_top, time_ran = float(outlook.time_ms[hi]), float(outlook.time_ms[ran])
+    energy_top, energy_ran = float(predicted.energy_mj[hi]), float(predicted.energy_mj[ran])
+    time_top, time_ran = float(predicted.time_ms[hi]), float(predicted.time_ms[ran])
     if not (energy_top > 0 and energy_ran > 0 and time_top > 0 and time_ran > 0
             and math.isfinite(energy_top / energy_ran) and math.isfinite(time_top + time_ran)):
         return None

@@ -47,9 +47,13 @@ REFUSED = {
     "metrics_on_the_network": {"metrics": {"enabled": True, "listen": "192.0.2.1:9586"}},
     "device_policy_parameter": {"devices": [{"name": MALI, "policy": {
         "name": "energy", "params": {"margin": 2.0}}}]},
+    # a margin changes nothing under the scaling form, in force for slowdown targets
+    "margin_that_changes_nothing": {"target": {"max_slowdown": 0.1}, "policy": {
+        "name": "energy", "params": {"margin": 0.3}}},
 }
 ACCEPTED = {
     "defaults": {},
+    "margin_under_a_frame_rate": {"policy": {"name": "energy", "params": {"margin": 0.3}}},
     "ondemand_whole_threshold": {"policy": {"name": "ondemand", "params": {"upthreshold": 95}}},
     "bounds_inside_the_device": {"devices": [{"name": MALI, "bounds": {"max_mhz": 600}}]},
 }

@@ -192,7 +192,9 @@ def test_recorded_run_trace_replays_through_the_model(tmp_path):
         env=env(), capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )
     assert demo.returncode == 0, demo.stdout + demo.stderr
-    header = trace.read_text().splitlines()[0]
+    lines = trace.read_text().splitlines()
+    assert lines[0] == "# govd run trace: 2"
+    header = next(line for line in lines if not line.startswith("#"))
     assert header.startswith("time_s,frame_time_ms,frame_count,freq_mhz,power_w")
     replay = subprocess.run([sys.executable, "-m", "govd", "replay", str(trace), "--json"],
                             env=env(), capture_output=True, text=True, timeout=120)

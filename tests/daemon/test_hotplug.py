@@ -87,7 +87,7 @@ def test_nvml_gpu_lost_to_a_driver_reload_is_reopened_and_locked_again(fake_lib_
         gpu.save()
         governor = Governor(gpu.levels_mhz, make_policy("powersave"), Target(fps=60),
                             ModelSettings(), mem_levels_mhz=gpu.mem_levels_mhz)
-        runner = DeviceRunner(gpu, governor, RunnerSettings("powersave", Target(fps=60), {}, 0),
+        runner = DeviceRunner(gpu, governor, RunnerSettings("powersave", Target(fps=60), {}),
                               EpisodeLimiter(logging.getLogger("t")),
                               reopen=functools.partial(reopen, sysfs_root="/sys"))
         runner.tick(0.0, 0.05, [])

@@ -130,7 +130,7 @@ def test_sender_target_fps_moves_neither_bounds_nor_target_nor_policy(tmp_path: 
     policy = make_policy("energy")
     target = Target(fps=60)
     governor = Governor(device.levels_mhz, policy, target, bounds_mhz=(300.0, 700.0))
-    settings = RunnerSettings("energy", target, {"game": Target(fps=30)}, 0.0)
+    settings = RunnerSettings("energy", target, {"game": Target(fps=30)})
     runner = DeviceRunner(device, governor, settings, EpisodeLimiter(logging.getLogger("t")))
     greedy = [Frame(45.0, app="game", target_fps=1000.0), Frame(0.01, app="x", target_fps=1000)]
     for k in range(60):

@@ -30,7 +30,7 @@ def runner_on(tmp_path: Path, busy_percent: int | None, **hooks: object) -> Devi
     device = DevfreqDevice(path, tmp_path, kernel)
     device.save()
     governor = Governor(device.levels_mhz, Scripted([2]), Target(fps=60), ModelSettings())
-    settings = RunnerSettings("scripted", Target(fps=60), {}, 0.0)
+    settings = RunnerSettings("scripted", Target(fps=60), {})
     return DeviceRunner(device, governor, settings, EpisodeLimiter(logging.getLogger("t")),
                         **hooks)  # type: ignore[arg-type]
 
@@ -153,7 +153,7 @@ def test_target_follows_the_program_with_most_frames_not_most_rows(tmp_path: Pat
     device.save()
     governor = Governor(device.levels_mhz, Scripted([2]), Target(fps=60), ModelSettings())
     apps = {"game": Target(fps=144), "launcher": Target(fps=30)}
-    runner = DeviceRunner(device, governor, RunnerSettings("scripted", Target(fps=60), apps, 0.0),
+    runner = DeviceRunner(device, governor, RunnerSettings("scripted", Target(fps=60), apps),
                           EpisodeLimiter(logging.getLogger("t")))
     launcher = [Frame(gpu_time_ms=2.0, app="launcher")] * 3  # per-frame: 3 frames
     game = [Frame(gpu_time_ms=7.0, app="game", count=12.0)]  # one row, 12 frames

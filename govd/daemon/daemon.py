@@ -668,6 +668,8 @@ class Daemon:
         if left:
             log.info("restored %s; left to the tool that took it: %s",
                      ", ".join(restored) or "none", ", ".join(left))
+        elif self.custody.caveats:
+            log.warning("restored as far as the drivers show: %s", "; ".join(self.custody.caveats))
         elif self.runners:
             log.info("every device restored")
         if self.options.status_file is not None and self.custody.wrote:

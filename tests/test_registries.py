@@ -100,7 +100,7 @@ class ToySource(FrameSource):
         return "the toy always has frames"
 
 
-def open_toy(frames, clock):
+def open_toy(frames, opening):
     return ToySource(gpu_time_ms=4.0)
 '''
 

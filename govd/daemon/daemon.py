@@ -42,7 +42,7 @@ from govd.device.base import Device, DeviceError, DeviceGone
 from govd.device.discovery import SYS
 from govd.device.discovery import reopen as discovery_reopen
 from govd.governor import Governor
-from govd.sources.base import Frame, FrameSource, SourceSetupError
+from govd.sources.base import Frame, FrameSource, Opening, SourceSetupError
 from govd.sources.busy import BusySource
 from govd.sources.fdinfo import meter_for
 from govd.sources.registry import opener as source_opener
@@ -331,7 +331,8 @@ class Daemon:
     def _open_source(self) -> FrameSource | None:
         """The configured frame source (`govd.sources.registry`); None for ``busy``."""
         try:
-            return source_opener(self.config.frames.source)(self.config.frames, self._now_s())
+            opening = Opening(now_s=self._now_s(), paces_the_work=self.clock.paces_the_work)
+            return source_opener(self.config.frames.source)(self.config.frames, opening)
         except SourceSetupError as exc:
             raise StartError(str(exc)) from None
 
@@ -635,6 +636,8 @@ class Daemon:
         if left:
             log.info("restored %s; left to the tool that took it: %s",
                      ", ".join(restored) or "none", ", ".join(left))
+        elif self.custody.caveats:
+            log.warning("restored as far as the drivers show: %s", "; ".join(self.custody.caveats))
         elif self.runners:
             log.info("every device restored")
         if self.options.status_file is not None and self.custody.wrote:

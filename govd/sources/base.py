@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -40,6 +40,17 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else "?" for c in text)
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """What the daemon tells a source it opens, besides the configuration's ``frames``."""
+
+    now_s: Callable[[], float]
+    """The loop's clock. Units: s."""
+    paces_the_work: bool = False
+    """Whether the work waits for the loop's tick (the simulated GPU in lockstep): reads are
+    then bounded by counts, never by wall time, or the run would depend on the machine's load."""
 
 
 class SourceSetupError(Exception):

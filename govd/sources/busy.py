@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
-from govd.sources.base import Frame, FrameSource
+from govd.sources.base import Frame, FrameSource, Opening
 
 
 class BusySource(FrameSource):
@@ -52,7 +51,7 @@ class BusySource(FrameSource):
         return dict(self._counts)
 
 
-def open_busy(frames: Any, clock: Callable[[], float]) -> None:
+def open_busy(frames: Any, opening: Opening) -> None:
     """No shared source: with ``frames.source: busy`` the daemon gives each device its own
     `BusySource`, fed by that device's readings; the source ``busy`` in
     `govd.sources.registry`."""

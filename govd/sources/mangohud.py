@@ -43,7 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from govd.sources.base import Frame, FrameSource, one_line
+from govd.sources.base import Frame, FrameSource, Opening, one_line
 from govd.sources.mangohud_folder import STEP_ENTRIES, FolderScan, Listing
 from govd.sources.mangohud_log import MAX_FRAME_MS, MangoHudLog, app_of_log
 
@@ -364,8 +364,9 @@ class MangoHudSource(FrameSource):
             mango.close()
 
 
-def open_mangohud(frames: Any, clock: Callable[[], float]) -> MangoHudSource:
+def open_mangohud(frames: Any, opening: Opening) -> MangoHudSource:
     """The MangoHud logs of the configuration's ``frames.mangohud`` (the schema requires its
     ``dir``); the source ``mangohud`` in `govd.sources.registry`."""
     assert frames.mangohud.dir is not None  # the schema requires it
-    return MangoHudSource(frames.mangohud.dir, rescan_s=frames.mangohud.rescan_s, clock=clock)
+    return MangoHudSource(frames.mangohud.dir, rescan_s=frames.mangohud.rescan_s,
+                          clock=opening.now_s)

@@ -17,13 +17,14 @@ from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Any
 
-from govd.sources.base import FrameSource
+from govd.sources.base import FrameSource, Opening
 
 GROUP = "govd.frame_sources"
 
-Opener = Callable[[Any, Callable[[], float]], FrameSource | None]
-"""(the configuration's ``frames`` section, the loop's clock in s) -> the source, or None when
-the daemon feeds each device its own (``busy``). Raises `SourceSetupError` (one line)."""
+Opener = Callable[[Any, Opening], FrameSource | None]
+"""(the configuration's ``frames`` section, what the daemon tells the source) -> the source, or
+None when the daemon feeds each device its own (``busy``). Raises `SourceSetupError` (one
+line)."""
 
 _BUILTIN = {
     "socket": "govd.sources.socket:open_socket",

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from govd.sources.activation import frames_fd, listen_fds
-from govd.sources.base import Frame, FrameSource, SourceSetupError
+from govd.sources.base import Frame, FrameSource, Opening, SourceSetupError
 from govd.sources.frame_line import LineRejected, parse_frame_line
 from govd.sources.senders import Senders
 
@@ -124,8 +124,14 @@ class SocketSource(FrameSource):
         proc_root: str | Path = "/proc",
         clock: Callable[[], float] = time.monotonic,
         sock: socket.socket | None = None,
+        drain_budget_s: float | None = DRAIN_BUDGET_S,
     ) -> None:
         self.path = Path(path)
+        self.drain_budget_s = drain_budget_s
+        """The most `drain` spends reading the kernel's queue (s of wall time); None: only the
+        tick's count and byte budgets bound it (the simulated GPU in lockstep, which waits for
+        the tick: a frame left to the next tick by a preempted drain would make the run
+        depend on the machine's load)."""
         self.allow_uids = frozenset(allow_uids)
         self.allow_gids = frozenset(allow_gids)
         self.max_queue = max_queue
@@ -279,9 +285,10 @@ class SocketSource(FrameSource):
 
     def drain(self) -> list[Frame]:
         """Every frame received since the last call (at most ``max_queue``), oldest first; reads
-        what waits in the kernel for at most `DRAIN_BUDGET_S` first. Starts the next tick's
+        what waits in the kernel for at most ``drain_budget_s`` first. Starts the next tick's
         budgets."""
-        self.receive(until_s=time.monotonic() + DRAIN_BUDGET_S)
+        budget_s = self.drain_budget_s
+        self.receive(until_s=None if budget_s is None else time.monotonic() + budget_s)
         frames, self._queue = self._queue, []
         self._senders.forget_idle(self._clock())
         self._refill_budgets()
@@ -544,13 +551,15 @@ def _bind(path: Path, group: str | None) -> tuple[socket.socket, tuple[int, int]
     return sock, bound
 
 
-def open_socket(frames: Any, clock: Callable[[], float]) -> SocketSource:
+def open_socket(frames: Any, opening: Opening) -> SocketSource:
     """The frame socket of the configuration's ``frames.socket`` (the one systemd passed when
     govd is socket-activated); the source ``socket`` (and ``sim``) in `govd.sources.registry`."""
     s = frames.socket
     options: dict[str, Any] = {
         "group": s.group, "allow_uids": s.allow_uids, "allow_gids": s.allow_gids,
-        "rate_fps": s.rate_fps, "burst": s.burst, "max_queue": s.max_queue, "clock": clock,
+        "rate_fps": s.rate_fps, "burst": s.burst, "max_queue": s.max_queue,
+        "clock": opening.now_s,
+        "drain_budget_s": None if opening.paces_the_work else DRAIN_BUDGET_S,
     }
     try:
         activated = SocketSource.from_systemd(**options)

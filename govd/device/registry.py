@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import import_module
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from govd.plugins import Registry
 
 if TYPE_CHECKING:  # the backends' modules import this one to declare themselves
     from govd.device.base import Device
@@ -56,26 +56,18 @@ class UnknownBackendError(LookupError):
     """No backend of that name is built in or registered."""
 
 
+_REGISTRY = Registry(GROUP, _BUILTIN, "backend", UnknownBackendError, kind=Backend)
+
+
 def available() -> list[str]:
     """Names of every backend: govd's own in their order, then the registered ones."""
-    names = list(_BUILTIN)
-    names += [ep.name for ep in entry_points(group=GROUP) if ep.name not in _BUILTIN]
-    return names
+    return _REGISTRY.available()
 
 
 def backend(name: str) -> Backend:
     """The backend registered under ``name``; a built-in cannot be shadowed by a plugin."""
-    if name in _BUILTIN:
-        module, _, attr = _BUILTIN[name].partition(":")
-        found: Backend = getattr(import_module(module), attr)
-        return found
-    for ep in entry_points(group=GROUP):
-        if ep.name == name:
-            loaded = ep.load()
-            if not isinstance(loaded, Backend):
-                raise UnknownBackendError(f"entry point {name!r} of {GROUP} is not a Backend")
-            return loaded
-    raise UnknownBackendError(f"unknown backend {name!r}; available: {', '.join(available())}")
+    found: Backend = _REGISTRY.load(name)
+    return found
 
 
 def backends() -> list[Backend]:

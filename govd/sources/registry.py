@@ -13,10 +13,9 @@ The names are known without importing any source (`available`: the configuration
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib import import_module
-from importlib.metadata import entry_points
 from typing import Any
 
+from govd.plugins import Registry
 from govd.sources.base import FrameSource, Opening
 
 GROUP = "govd.frame_sources"
@@ -39,22 +38,15 @@ class UnknownSourceError(LookupError):
     """No frame source of that name is built in or registered."""
 
 
+_REGISTRY = Registry(GROUP, _BUILTIN, "frame source", UnknownSourceError)
+
+
 def available() -> list[str]:
     """Names of every frame source: govd's own in their order, then the registered ones."""
-    names = list(_BUILTIN)
-    names += [ep.name for ep in entry_points(group=GROUP) if ep.name not in _BUILTIN]
-    return names
+    return _REGISTRY.available()
 
 
 def opener(name: str) -> Opener:
     """The opener registered under ``name``; a built-in cannot be shadowed by a plugin."""
-    if name in _BUILTIN:
-        module, _, attr = _BUILTIN[name].partition(":")
-        found: Opener = getattr(import_module(module), attr)
-        return found
-    for ep in entry_points(group=GROUP):
-        if ep.name == name:
-            loaded: Opener = ep.load()
-            return loaded
-    raise UnknownSourceError(f"unknown frame source {name!r}; available: "
-                             f"{', '.join(available())}")
+    found: Opener = _REGISTRY.load(name)
+    return found

@@ -270,14 +270,14 @@ def write_report(out: Path, report: dict, started: float) -> None:
 def print_rows(rows: dict[str, dict], flags: dict[str, dict[str, bool]]) -> None:
     """One line per table: the energy policy beside the references, and which issue #24
     targets it misses (S: static, H: hedged, V: violations, T: stress)."""
-    print(f"{'table':<26}{'L':>4}{'units':>6}{'E/orc':>7}{'viol':>7}{'orc v':>7}{'static':>7}"
+    print(f"{'table':<26}{'L':>4}{'units':>8}{'E/orc':>7}{'viol':>7}{'orc v':>7}{'static':>7}"
           f"{'hedged':>7}{'hd v':>6}{'perf':>7}{'ondem':>7}{'true c':>7}{'tau':>6}  misses")
     for table, r in rows.items():
         f = flags[table]
         missed = "".join(k for k, name in (("S", "never_worse_than_static"),
                                            ("H", "near_hedged"), ("V", "violations"),
                                            ("T", "stress")) if not f[name])
-        print(f"{table:<26}{r['levels']:>4}{r['units']:>6}{r['energy_ratio']:>7.3f}"
+        print(f"{table:<26}{r['levels']:>4}{r['units']:>8}{r['energy_ratio']:>7.3f}"
               f"{r['violation_rate']:>7.3f}{r['oracle_violation_rate']:>7.3f}"
               f"{r['static_reference_vs_oracle']:>7.3f}{r['hedged_reference_vs_oracle']:>7.3f}"
               f"{r['hedged_reference_violation_rate']:>6.3f}{r['performance_ratio']:>7.3f}"

@@ -19,7 +19,8 @@ DATA = REPO.parent / "shared" / "data"
 def test_quick_run_reports_every_table_and_target(tmp_path: Path) -> None:
     out = tmp_path / "decisions.json"
     run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_decisions.py"), "--quick",
-                          "--out", str(out)], capture_output=True, text=True, timeout=600)
+                          "--tables", "coarse", "--out", str(out)],
+                         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     report = json.loads(out.read_text())
     tables = {"v100-sim", "v100-sim-s1", "v100-sim-s2", "v100-units", "gtx980-pairs",
@@ -38,3 +39,13 @@ def test_quick_run_reports_every_table_and_target(tmp_path: Path) -> None:
             assert row["energy_ratio"] >= 0.99  # nothing beats the oracle by more than noise
             assert row["ondemand_violation_rate"] <= 0.05, "ondemand over pairs is sane"
         assert set(report["met"][slowdown]) == tables
+        flags = report["fixed_clock_met"][slowdown]
+        assert set(flags) == tables
+        for table, f in flags.items():
+            row = rows[table]
+            assert f["never_worse_than_static"] == (
+                row["energy_ratio"] <= row["static_reference_vs_oracle"] + 0.005)
+            assert set(f) == {"never_worse_than_static", "near_hedged", "violations", "stress"}
+    summary = report["fixed_clock_summary"]
+    assert summary["rows"] == 2 * len(tables)
+    assert 0 <= summary["rows_meeting_all"] <= summary["rows"]

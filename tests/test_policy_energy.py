@@ -283,3 +283,19 @@ def test_one_change_of_work_in_hundreds_of_ticks_does_not_refuse_the_cheapest_le
 
     assert after_change(EnergyPolicy(probe_ticks=0, price_misses=True)) == {0}
     assert 1 in after_change(EnergyPolicy(probe_ticks=0))
+
+
+@pytest.mark.parametrize("levels", [5, 190])
+def test_without_a_spread_the_first_least_energy_level_inside_the_limit_is_chosen(
+        levels: int) -> None:
+    """The seed form's choice (no per-level spread): a level with no energy prediction (NaN) is
+    never chosen, of two equal energies the lower level is, whatever the table's size."""
+    time_ms = np.full(levels, 30.0)
+    energy_mj = np.full(levels, 9.0)
+    time_ms[-4:] = [11.0, 11.0, 10.5, 10.0]  # inside 1.25 x 10 ms / 1.05
+    energy_mj[-4:] = [math.nan, 4.0, 4.0, 6.0]
+    view = outlook(np.linspace(300.0, 1500.0, levels), current=0,
+                   target=Target(max_slowdown=0.25),
+                   predicted=predictions(levels, time_ms=list(time_ms),
+                                         energy_mj=list(energy_mj), ready=True))
+    assert EnergyPolicy().decide(view) == levels - 3

@@ -312,10 +312,16 @@ class EnergyPolicy:
             assert view.target.max_slowdown is not None
             limit_ms = (1.0 + view.target.max_slowdown) * float(time_ms.min())
         limit_ms /= 1.0 + margin
-        best, best_mj = view.hi, math.inf
-        for level in range(view.lo, view.hi + 1):
-            if time_ms[level] <= limit_ms and energy_mj[level] < best_mj:
-                best, best_mj = level, float(energy_mj[level])
+        # Vectorised over the allowed levels: a loop cost grew with the level count (~0.5 µs a
+        # level: 90 µs a tick at an NVML grid's 190). NaN times and energies are never chosen.
+        lo, hi = view.lo, view.hi
+        energy = energy_mj[lo:hi + 1]
+        with np.errstate(invalid="ignore"):
+            ok = (time_ms[lo:hi + 1] <= limit_ms) & (energy < math.inf)
+        best, best_mj = hi, math.inf
+        if ok.any():
+            first = int(np.argmin(np.where(ok, energy, math.inf)))  # the first of equals
+            best, best_mj = lo + first, float(energy[first])
         current = view.current
         if (
             best_mj < math.inf

@@ -1,0 +1,186 @@
+"""The fine-grid and training tables `bench_decisions.py` judges decisions on beside the nv-dvfs
+and hkbu ones (issue #24): measured work on its real clock grid, coarse measurements carried onto
+an NVML-like grid, training iterations, and the game suite on a fitted table at 6 and 100 levels.
+
+How each table is made (every one from files in ``../shared/data``, skipped with a message where
+they are absent; nothing read here is written into govd):
+- `synergy-187`: the SYnergy V100 micro-benchmarks (``synergy-train/``), each kernel measured at
+  all 187 core clocks; units as `unit_sweep` makes them (a kernel run per unit, the kernel drawn
+  anew after a geometric number of units); `synergy-16`: the same on every 12th clock from the
+  top; `synergy-187-s1`: another seed with longer phases (mean 200 units).
+- `v100-fine`, `gtx1080ti-core-fine`, `rtx2070s-core-fine`: nv-dvfs and hkbu kernels (core clock
+  alone, memory at its highest) carried onto a grid of `FINE_STEP_MHZ` steps between their
+  lowest and highest measured clock, time and power interpolated linearly in log-log (what a
+  GPU whose driver offers ~15 MHz steps would show between the measured points).
+- `dl-*`: Caffe training iterations at (core, memory) pairs (``dlbench/``), one network per
+  table, one iteration per unit; only the files whose clocks are absolute MHz (the others give
+  offsets from defaults the files do not state).
+- the game suite: `govd.sim` scenarios at 60 FPS on the calibrated mobile levels (6) and on the
+  same fitted model sampled at 100 evenly spaced clocks (`fine_level_table`).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from govd.formats.sweep import SweepTable
+from govd.sim.gpu import simulate
+from govd.sim.levels import LevelTable, level_table
+from govd.sim.nvdvfs import GPUS, GpuData, NvDvfsError, core_slice, load_v100
+
+FINE_STEP_MHZ = 15.0
+"""Step of the NVML-like grid coarse tables are carried onto (datacenter GPUs: 5-15 MHz)."""
+GAME_SUITE = ("rendering-test", "art3", "game-light", "game-medium", "game-heavy")
+GAME_LEVELS = ("mobile", "mobile-100")
+SYNERGY_SKIP = {"kernel-name", "size", "num-iters", "core-freq", "memory-freq",
+                "kernel-time [s]", "run-time [s]", "mean-energy [J]", "max-energy [J]",
+                "mean-edp", "mean-ed2p", "max-edp", "max-ed2p"}
+"""SYnergy columns that are no counter (the rest: the kernel's static instruction mix)."""
+DL_ABSOLUTE = ("titanX-caffe-googlenet.csv", "titanX-caffe-resnet.csv",
+               "gtx1080Ti-googlenet.csv", "gtx980-resnet.csv")
+"""dlbench files whose clocks are MHz, not offsets."""
+
+
+def load_synergy(folder: Path, idle_power_w: float) -> GpuData:
+    """Every kernel (name and size) measured at every clock the files hold, run time and mean
+    power per run; counters: the kernel's instruction mix (the same at every clock)."""
+    runs: dict[str, dict[float, tuple[float, float]]] = defaultdict(dict)
+    mix: dict[str, list[float]] = {}
+    names: list[str] = []
+    files = sorted(folder.glob("*.csv"))
+    if not files:
+        raise NvDvfsError(f"{folder}: no SYnergy files")
+    for path in files:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                kernel = f"{row['kernel-name']}/{row['size']}"
+                run_s = float(row["run-time [s]"])
+                runs[kernel][float(row["core-freq"])] = (
+                    float(row["kernel-time [s]"]) * 1e3, float(row["mean-energy [J]"]) / run_s)
+                names = [c for c in row if c not in SYNERGY_SKIP]
+                mix[kernel] = [float(row[c]) for c in names]
+    levels = sorted({f for by_level in runs.values() for f in by_level})
+    kernels = sorted(k for k, by_level in runs.items() if len(by_level) == len(levels))
+    time_ms = np.array([[runs[k][f][0] for f in levels] for k in kernels])
+    power_w = np.array([[runs[k][f][1] for f in levels] for k in kernels])
+    counters = {c: np.repeat(np.array([mix[k][i] for k in kernels])[:, None], len(levels), 1)
+                for i, c in enumerate(names)}
+    return GpuData(np.array(levels), None, time_ms, power_w, counters, kernels, idle_power_w,
+                   tuple(p.name for p in files))
+
+
+def load_dlbench(path: Path, idle_power_w: float) -> GpuData:
+    """One network's iterations at each (core, memory) pair of the file, pairs ordered by core
+    then memory clock; one 'kernel' (the network), no counters."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    core = np.array([float(r["coreF"]) for r in rows])
+    mem = np.array([float(r["memF"]) for r in rows])
+    order = np.lexsort((mem, core))
+    time_ms = np.array([float(r["time/s"]) * 1e3 for r in rows])[order][None]
+    power_w = np.array([float(r["power/W"]) for r in rows])[order][None]
+    return GpuData(core[order], mem[order], time_ms, power_w, {}, [path.stem], idle_power_w,
+                   (path.name,))
+
+
+def thin(data: GpuData, every: int) -> GpuData:
+    """Every ``every``-th level counted down from the top one (which stays)."""
+    keep = np.arange(data.levels_mhz.size)[::-1][::every][::-1]
+    return GpuData(data.levels_mhz[keep],
+                   None if data.mem_levels_mhz is None else data.mem_levels_mhz[keep],
+                   data.time_ms[:, keep], data.power_w[:, keep],
+                   {c: v[:, keep] for c, v in data.counters.items()}, data.kernels,
+                   data.idle_power_w, data.files)
+
+
+def fine_grid(data: GpuData, step_mhz: float = FINE_STEP_MHZ) -> GpuData:
+    """One clock domain carried onto evenly spaced clocks about ``step_mhz`` apart between its
+    lowest and highest level: log time and log power linear in log clock between measured
+    levels, counters linear."""
+    if data.mem_levels_mhz is not None:
+        raise ValueError("fine_grid takes one clock domain (core_slice first)")
+    lo, hi = float(data.levels_mhz[0]), float(data.levels_mhz[-1])
+    grid = np.linspace(lo, hi, round((hi - lo) / step_mhz) + 1)
+    at, to = np.log(data.levels_mhz), np.log(grid)
+
+    def carry(rows: np.ndarray, logs: bool) -> np.ndarray:
+        if logs:
+            return np.exp(np.array([np.interp(to, at, np.log(r)) for r in rows]))
+        return np.array([np.interp(to, at, r) for r in rows])
+
+    return GpuData(grid, None, carry(data.time_ms, True), carry(data.power_w, True),
+                   {c: carry(v, False) for c, v in data.counters.items()}, data.kernels,
+                   data.idle_power_w, data.files)
+
+
+def fine_level_table(table: LevelTable, levels: int) -> LevelTable:
+    """``table``'s fitted model sampled at ``levels`` evenly spaced clocks between its lowest
+    and highest: time from the model's own scaling, voltage and memory power interpolated, core
+    power as the same switched capacitance (interpolated) times f·V²."""
+    f = np.linspace(table.freqs_mhz[0], table.freqs_mhz[-1], levels)
+    volts = None if table.volts is None else np.interp(f, table.freqs_mhz, table.volts)
+    v2 = 1.0 if table.volts is None else table.volts ** 2
+    cdyn = np.interp(f, table.freqs_mhz, table.core_power_w / (table.freqs_mhz * v2))
+    core_w = cdyn * f * (1.0 if volts is None else volts ** 2)
+    return replace(table, name=f"{table.name}-{levels}", freqs_mhz=f,
+                   scalable_time=table.scalable_at(f), memory_time=table.memory_at(f),
+                   core_power_w=core_w, mem_power_w=np.interp(f, table.freqs_mhz,
+                                                              table.mem_power_w),
+                   volts=volts, volts_rel=None)
+
+
+def slowdown_tables(data_dir: Path, quick: bool,
+                    unit_sweep: Callable[..., SweepTable]) -> list[SweepTable]:
+    """The fine-grid and training tables for slowdown targets (see the module's docstring);
+    ``unit_sweep`` is bench_decisions' unit maker. ``quick``: a few hundred units each."""
+    units = 300 if quick else 3000
+    out: list[SweepTable] = []
+    nv = data_dir / "nv-dvfs"
+    try:
+        v100 = load_v100(nv)
+        synergy = load_synergy(data_dir / "synergy-train", v100.idle_power_w)
+        out += [unit_sweep(synergy, "synergy-187", units, mean_phase_units=50.0),
+                unit_sweep(thin(synergy, 12), "synergy-16", units, mean_phase_units=50.0),
+                unit_sweep(synergy, "synergy-187-s1", units, mean_phase_units=200.0, seed=1),
+                unit_sweep(fine_grid(v100), "v100-fine", units, mean_phase_units=100.0)]
+    except (NvDvfsError, OSError, KeyError, ValueError) as exc:
+        print(f"skipping SYnergy and V100 fine tables: {exc}", file=sys.stderr)
+    for gpu in ("gtx1080ti", "rtx2070s"):
+        try:
+            data = fine_grid(core_slice(GPUS[gpu](nv)))
+        except (NvDvfsError, OSError) as exc:
+            print(f"skipping {gpu} fine: {exc}", file=sys.stderr)
+            continue
+        out.append(unit_sweep(data, f"{gpu}-core-fine", units, mean_phase_units=5.0, seed=1))
+    for name in DL_ABSOLUTE:
+        path = data_dir / "dlbench" / name
+        try:
+            # Idle power enters only under a frame rate: these rows are judged under slowdown
+            # limits. The figures are the nv-dvfs/hkbu loaders' for the same GPU families.
+            idle_w = 15.0 if name.startswith("gtx980") else 10.0
+            data = load_dlbench(path, idle_w)
+        except (OSError, KeyError, ValueError) as exc:
+            print(f"skipping {name}: {exc}", file=sys.stderr)
+            continue
+        out.append(unit_sweep(data, f"dl-{path.stem}", units // 2, mean_phase_units=1e9))
+    return out
+
+
+def game_tables(minutes: float, seed: int = 0) -> list[SweepTable]:
+    """The game suite on the mobile levels and on the same model at 100 clocks."""
+    out = []
+    for levels in GAME_LEVELS:
+        table = (level_table("mobile") if levels == "mobile"
+                 else fine_level_table(level_table("mobile"), 100))
+        for scenario in GAME_SUITE:
+            sweep = simulate(scenario, table, minutes, seed)
+            sweep.path = f"{scenario}@{levels}"
+            out.append(sweep)
+    return out

@@ -1,0 +1,87 @@
+"""The tables bench/bench_decisions.py judges decisions on beyond nv-dvfs and hkbu
+(bench/decision_tables.py): a coarse grid carried onto a fine one, a grid thinned, a fitted
+level table sampled at 100 clocks, and the SYnergy and dlbench files read whole."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from govd.sim.levels import level_table
+from govd.sim.nvdvfs import GpuData
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO.parent / "shared" / "data"
+sys.path.insert(0, str(REPO / "bench"))
+
+from decision_tables import (  # noqa: E402
+    fine_grid,
+    fine_level_table,
+    load_dlbench,
+    load_synergy,
+    thin,
+)
+
+
+def power_law_data() -> GpuData:
+    levels = np.array([400.0, 800.0, 1200.0, 1600.0])
+    time_ms = np.array([10.0 * 1600.0 / levels, np.full(4, 7.0)])  # compute- and memory-bound
+    power_w = np.array([50.0 * (levels / 1600.0) ** 2, 30.0 * (levels / 1600.0)])
+    return GpuData(levels, None, time_ms, power_w, {"sm": np.ones((2, 4))}, ["a", "b"], 5.0,
+                   ("made up",))
+
+
+def test_a_coarse_grid_carried_onto_a_fine_one_keeps_power_laws_and_its_ends() -> None:
+    data = power_law_data()
+    fine = fine_grid(data, step_mhz=15.0)
+    f = fine.levels_mhz
+    assert f[0] == 400.0 and f[-1] == 1600.0 and f.size == 81
+    assert np.allclose(np.diff(f), 15.0)
+    # log-linear in log clock: a power law between measured levels is carried exactly
+    assert np.allclose(fine.time_ms[0], 10.0 * 1600.0 / f)
+    assert np.allclose(fine.time_ms[1], 7.0)
+    assert np.allclose(fine.power_w[0], 50.0 * (f / 1600.0) ** 2)
+    assert fine.counters["sm"].shape == (2, 81)
+    with pytest.raises(ValueError, match="one clock domain"):
+        fine_grid(GpuData(data.levels_mhz, data.levels_mhz, data.time_ms, data.power_w, {},
+                          data.kernels, 5.0, ()))
+
+
+def test_a_thinned_grid_keeps_the_top_level_and_every_nth_below_it() -> None:
+    data = fine_grid(power_law_data(), step_mhz=15.0)
+    thinned = thin(data, 12)
+    assert thinned.levels_mhz[-1] == 1600.0
+    assert np.allclose(np.diff(thinned.levels_mhz), 12 * 15.0)
+    assert thinned.time_ms.shape == (2, thinned.levels_mhz.size)
+
+
+def test_a_fitted_table_sampled_at_100_clocks_agrees_with_it_at_its_own_levels() -> None:
+    table = level_table("mobile")
+    fine = fine_level_table(table, 100)
+    assert fine.freqs_mhz.size == 100
+    assert (fine.freqs_mhz[0], fine.freqs_mhz[-1]) == (table.freqs_mhz[0], table.freqs_mhz[-1])
+    for end in (0, -1):
+        assert fine.core_power_w[end] == pytest.approx(table.core_power_w[end])
+        assert fine.scalable_time[end] == pytest.approx(table.scalable_time[end])
+    assert np.all(np.diff(fine.core_power_w) > 0), "more clock, more dynamic power"
+
+
+@pytest.mark.skipif(not (DATA / "synergy-train").is_dir(), reason="no SYnergy data beside")
+def test_synergy_kernels_are_read_at_every_clock_with_positive_times_and_powers() -> None:
+    data = load_synergy(DATA / "synergy-train", 40.0)
+    assert data.levels_mhz.size >= 100 and np.all(np.diff(data.levels_mhz) > 0)
+    assert data.time_ms.shape == data.power_w.shape == (len(data.kernels), data.levels_mhz.size)
+    assert np.all(data.time_ms > 0) and np.all(data.power_w > 0)
+    assert data.counters and all(v.shape == data.time_ms.shape for v in data.counters.values())
+
+
+@pytest.mark.skipif(not (DATA / "dlbench").is_dir(), reason="no dlbench data beside")
+def test_a_training_file_becomes_one_network_at_pairs_sorted_by_core_then_memory() -> None:
+    data = load_dlbench(DATA / "dlbench" / "gtx980-resnet.csv", 15.0)
+    assert data.mem_levels_mhz is not None and data.time_ms.shape[0] == 1
+    order = np.lexsort((data.mem_levels_mhz, data.levels_mhz))
+    assert np.array_equal(order, np.arange(data.levels_mhz.size))
+    assert np.all(data.time_ms > 0) and np.all(data.power_w > 0)

@@ -33,7 +33,7 @@ reported too: where the work changes every few units it exceeds the budget at an
 the budget) and `static` (one level for every unit, the least energy inside the budget: what a
 policy that knows the table's mix of work but never which work runs can reach).
 `true_curves` is the `energy` policy replayed on each phase's true mean curves (one unit late,
-`govd.eval.truth`): where it is no nearer the hedged reference than `energy` itself, the gap
+`govd.research.truth`): where it is no nearer the hedged reference than `energy` itself, the gap
 lies in the policy's rules, not in the model. `mean_curve_kendall_tau` is the
 Kendall tau that each phase's true mean energy curve, one unit late, scores as the model's
 predictions are scored: a bound on the tau target where levels tie within the per-unit noise.
@@ -67,9 +67,9 @@ from govd.eval.reference import (  # noqa: E402
     static_reference_level,
 )
 from govd.eval.score import unit_energy_mj, violations  # noqa: E402
-from govd.eval.truth import TrueCurves  # noqa: E402
 from govd.formats.sweep import SweepTable  # noqa: E402
 from govd.model.settings import ModelSettings  # noqa: E402
+from govd.research.truth import TrueCurves  # noqa: E402
 from govd.sim.nvdvfs import (  # noqa: E402
     GPUS,
     GpuData,

@@ -1,6 +1,6 @@
 """Why the model misorders levels (issue #11): the `energy` policy's Kendall tau on every
 measured table of bench/bench_decisions.py, with the model's time or power replaced by each
-phase's true mean curve (`govd.eval.misorder`). Writes bench/results/misorder.json.
+phase's true mean curve (`govd.research.misorder`). Writes bench/results/misorder.json.
 
     .venv/bin/python bench/bench_misorder.py [--max-slowdown 0.1] [--minutes 10] [--quick]
         [--tables v100-sim,gtx980-pairs]
@@ -27,9 +27,9 @@ sys.path.insert(0, str(REPO / "bench"))
 from bench_decisions import tables, write_report  # noqa: E402
 
 from govd.eval.evaluate import evaluate  # noqa: E402
-from govd.eval.misorder import misorder  # noqa: E402
 from govd.eval.reference import mean_curve_kendall_tau  # noqa: E402
 from govd.model.settings import ModelSettings  # noqa: E402
+from govd.research.misorder import misorder  # noqa: E402
 from govd.target import Target  # noqa: E402
 
 

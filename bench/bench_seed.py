@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from govd.eval.domains import two_domain_summary
+from govd.commands.select_features import select
 from govd.eval.evaluate import evaluate
 from govd.eval.experiments import offline_vs_online, param_sweep
-from govd.eval.features_cli import select
 from govd.eval.prior_gain import prior_gain, v100_kernel_split
 from govd.formats.sweep import SweepTable, write_sweep
 from govd.model.settings import ModelSettings
+from govd.research.domains import two_domain_summary
 from govd.sim.gpu import simulate
 from govd.sim.nvdvfs import NvDvfsError, default_data_dir, nvdvfs_sweep
 from govd.target import Target
@@ -203,7 +203,7 @@ def two_domains(suite: Suite) -> dict[str, Any]:
         return {"skipped": str(exc), "command": command}
     result = two_domain_summary(path)
     result["command"] = command
-    result["note"] = "core-only beside it: govd.eval.domains.two_domain_summary (no CLI)"
+    result["note"] = "core-only beside it: govd.research.domains.two_domain_summary (no CLI)"
     return result
 
 

@@ -1,7 +1,7 @@
-"""The `govd` command line: one sub-command per module, each a thin driver.
+"""The `govd` command line's entry point: one sub-command per module of `govd.commands`.
 
 `COMMANDS` maps each sub-command to the module that defines ``register(subparsers)``, which adds
-its parser(s) and sets ``func(args) -> int`` as the parser default. Only the module of the
+its parser and sets ``func(args) -> int`` as the parser default. Only the module of the
 command asked for is imported: `govd status` or `govd restore` then starts in a fraction of a
 second and loads no compiled kernels (numba needs a writable cache folder, which an ordinary user
 without a home may lack). Errors the user can fix are printed as one line.
@@ -18,37 +18,24 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from govd import __version__
+from govd.errors import UsageError
 
 COMMANDS: dict[str, str] = {
-    "devices": "govd.device.cli",
-    "check-config": "govd.conf.commands",
-    "config": "govd.conf.commands",
-    "run": "govd.daemon.run",
-    "restore": "govd.daemon.run",
-    "reload": "govd.daemon.run",
-    "status": "govd.daemon.run",
-    "eval": "govd.eval.cli",
-    "replay": "govd.eval.trace_cli",
-    "select-features": "govd.eval.features_cli",
-    "fit-prior": "govd.eval.prior_cli",
-    "sim": "govd.sim.cli",
-    "measure": "govd.measure.cli",
+    "devices": "govd.commands.devices",
+    "check-config": "govd.commands.check_config",
+    "config": "govd.commands.config",
+    "run": "govd.commands.run",
+    "restore": "govd.commands.restore",
+    "reload": "govd.commands.reload",
+    "status": "govd.commands.status",
+    "eval": "govd.commands.eval",
+    "replay": "govd.commands.replay",
+    "select-features": "govd.commands.select_features",
+    "fit-prior": "govd.commands.fit_prior",
+    "sim": "govd.commands.sim",
+    "measure": "govd.commands.measure",
 }
-"""Sub-command name → the module that registers it (a module may register several)."""
-
-
-class UsageError(Exception):
-    """A problem with what the user asked for; printed as one line, exit status 2."""
-
-
-def needs_extra(module: str, extra: str, command: str) -> None:
-    """Raise UsageError unless the optional ``module`` (from govd's ``extra``) can be imported:
-    offline commands use packages the daemon does not install."""
-    from importlib.util import find_spec
-
-    if find_spec(module) is None:
-        raise UsageError(f"{command} needs {module}, which is not installed "
-                         f"(pip install 'govd[{extra}]')")
+"""Sub-command name → the module in `govd.commands` that registers it."""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

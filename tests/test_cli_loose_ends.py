@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from govd.cli import main
+from govd.commands import devices as device_cli
 from govd.conf.schema import Config
 from govd.custody.lock import DeviceLocks
 from govd.daemon.governed import find_devices, select
-from govd.device import cli as device_cli
+from govd.device import discovery
 from tests.sysfs_fixtures import mali_panfrost
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,7 +55,7 @@ def test_devices_under_another_sysfs_root_lists_only_that_trees_devices(
         raise AssertionError(f"NVML asked for the devices of {root}")
 
     mali_panfrost(tmp_path)
-    monkeypatch.setattr(device_cli, "DISCOVERERS", [*device_cli.DISCOVERERS, machine_gpus])
+    monkeypatch.setattr(discovery, "DISCOVERERS", [*discovery.DISCOVERERS, machine_gpus])
     # `govd run --sysfs-root` governs only the tree's devices: NVML GPUs were listed anyway
     assert [row["name"] for row in device_cli.list_devices(tmp_path)] == ["fde60000.gpu"]
 

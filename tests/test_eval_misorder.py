@@ -1,4 +1,4 @@
-"""`govd.eval.misorder`: the model's Kendall tau with its time or power replaced by the truth."""
+"""`govd.research.misorder`: the model's Kendall tau with its time or power replaced by truth."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from govd.eval.misorder import misorder
 from govd.eval.reference import phase_means
 from govd.eval.replay import Replay
+from govd.research.misorder import misorder
 from govd.target import Target
 from tests.test_decision_references import two_phase_table
 

@@ -1,4 +1,4 @@
-"""`govd.eval.truth.TrueCurves`: a policy replayed on each phase's true curves, one unit late."""
+"""`govd.research.truth.TrueCurves`: a policy replayed on each phase's true curves, a unit late."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from govd.eval.evaluate import evaluate
 from govd.eval.reference import phase_means
 from govd.eval.score import unit_energy_mj
-from govd.eval.truth import TrueCurves
+from govd.research.truth import TrueCurves
 from govd.target import Target
 from tests.policy_outlook import outlook, predictions
 from tests.test_decision_references import LEVELS, two_phase_table

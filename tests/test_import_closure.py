@@ -40,7 +40,7 @@ def test_governors_of_every_form_built_and_stepped_import_no_offline_module() ->
     puts both in force), stepped: the forms and their learners are live, nothing else is."""
     code = """
 import sys
-import govd.daemon.run, govd.daemon.daemon
+import govd.commands.run, govd.daemon.daemon
 from govd.conf.schema import Config
 from govd.from_config import governor_from_config
 from govd.governor import Sample

@@ -252,4 +252,4 @@ def test_a_third_partys_form_registers_by_one_entry_point_and_cannot_shadow_a_bu
     seen = json.loads(done.stdout)
     assert "damped" in seen["available"]
     assert (seen["form"], seen["model"]) == ("damped", "Damped")
-    assert seen["seed"] == "govd.model.online", "a built-in cannot be shadowed"
+    assert seen["seed"] == "govd.model.seed_form", "a built-in cannot be shadowed"

@@ -145,7 +145,7 @@ def test_before_ampere_the_graphics_clock_alone_is_governed_and_devices_says_so(
         nvml: FakeNvml) -> None:
     nvml.configure({"arch": "turing", "root": 1})
     got = nvml.report("""
-        from govd.device.cli import describe
+        from govd.commands.devices import describe
         (gpu,) = discover_nvml()
         gpu.set_pair(600, 405)
         row = describe(gpu)
@@ -162,7 +162,7 @@ def test_before_ampere_the_graphics_clock_alone_is_governed_and_devices_says_so(
 
 def test_devices_lists_the_memory_clocks_of_a_two_domain_gpu(nvml: FakeNvml) -> None:
     got = nvml.report("""
-        from govd.device.cli import describe, _text
+        from govd.commands.devices import describe, _text
         (gpu,) = discover_nvml()
         row = describe(gpu)
         report(row=row, text=_text(row))

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from govd.commands.select_features import config_snippet, select
 from govd.conf.load import parse_config
-from govd.eval.features_cli import config_snippet, select
 from govd.formats.sweep import SweepTable, write_sweep
 from govd.research.regression_data import sweep_regression, walk_levels
 from govd.research.selection import counter_scale, frequency_prefilter, select_features

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from govd.eval.domains import at_max_memory_clock, two_domain_summary
 from govd.formats.sweep import SweepTable, write_sweep
 from govd.governor import Governor, Sample
 from govd.model import pairs
@@ -21,6 +20,7 @@ from govd.model.two_domain import TwoDomainModel, level_rows
 from govd.policy.base import Outlook
 from govd.policy.energy import EnergyPolicy
 from govd.policy.static import Performance
+from govd.research.domains import at_max_memory_clock, two_domain_summary
 from govd.target import Target
 from tests.policy_outlook import outlook, predictions
 

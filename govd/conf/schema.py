@@ -14,6 +14,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from govd.conf.registered import RegisteredName
+from govd.device.registry import available as backend_names
+from govd.sources.registry import available as source_names
 from govd.target import Target
 
 
@@ -96,7 +99,8 @@ class DeviceConfig(Section):
 
     name: str | None = None
     pci_id: Annotated[str, Field(pattern=r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{4}$")] | None = None
-    backend: Literal["devfreq", "i915", "xe", "amdgpu", "nvml", "sim"] | None = None
+    backend: Annotated[str, RegisteredName(backend_names)] | None = None
+    """A backend registered in `govd.device.registry`."""
     enabled: bool = True
     policy: PolicyConfig | None = None
     bounds: Bounds = Field(default_factory=Bounds)
@@ -242,7 +246,8 @@ class MangoHudConfig(Section):
 class FramesConfig(Section):
     """Where frame times come from."""
 
-    source: Literal["socket", "mangohud", "busy", "sim"] = "socket"
+    source: Annotated[str, RegisteredName(source_names)] = "socket"
+    """A frame source registered in `govd.sources.registry`."""
     silent_after_s: PositiveFloat = 5.0
     """A device no frame came for this long is left to its own governor until frames come
     (`govd.daemon.device_runner`). Units: s."""

@@ -42,11 +42,10 @@ from govd.device.base import Device, DeviceError, DeviceGone
 from govd.device.discovery import SYS
 from govd.device.discovery import reopen as discovery_reopen
 from govd.governor import Governor
-from govd.sources.base import Frame, FrameSource
+from govd.sources.base import Frame, FrameSource, Opening, SourceSetupError
 from govd.sources.busy import BusySource
 from govd.sources.fdinfo import meter_for
-from govd.sources.mangohud import MangoHudSource
-from govd.sources.socket import DRAIN_BUDGET_S, SocketSetupError, SocketSource
+from govd.sources.registry import opener as source_opener
 from govd.telemetry.log import EpisodeLimiter, log_fields, setup_logging
 from govd.telemetry.metrics import (
     Metrics,
@@ -65,9 +64,6 @@ idling. Units: s. Each write costs the loop a JSON dump and a rename: every 5 s 
 `govd status`."""
 SUSPEND_GAP_S = 1.0
 """A jump of CLOCK_BOOTTIME over CLOCK_MONOTONIC larger than this means the machine slept."""
-REOPEN_WHEN_BACK = frozenset({"nvml"})
-"""Backends whose handle dies with the device (an NVML handle after GPU_IS_LOST or a driver
-reload): a paused runner reopens these from their saved state. A sysfs device keeps its path."""
 QLEN_PATH = "/proc/sys/net/unix/max_dgram_qlen"
 DEFAULT_QLEN = 10
 """The kernel's default ``net.unix.max_dgram_qlen``, taken when the sysctl cannot be read."""
@@ -108,7 +104,7 @@ class Options:
     status_every_s: float = STATUS_EVERY_S
     """How often the status file is written (and ``on_status`` called). Units: s."""
     overrides: Callable[[Config], Config] = lambda config: config
-    """What the command line sets over the file (`govd.daemon.run.with_overrides`): applied to
+    """What the command line sets over the file (`govd.commands.options.with_overrides`): applied to
     the configuration reread on SIGHUP too."""
 
 
@@ -245,7 +241,7 @@ class Daemon:
 
     def _tell_source_the_devices(self) -> None:
         """The socket drops (and counts, and says) frames naming a device not governed."""
-        if isinstance(self.source, SocketSource):
+        if self.source is not None:
             self.source.set_devices(r.name for r in self.runners)
 
     def _warn_busy_time_under_a_frame_rate(self) -> None:
@@ -277,35 +273,22 @@ class Daemon:
         summary = DeviceSummary(log, device.name, interval_s) if interval_s > 0 else None
         busy = self.config.frames.source == "busy"
         reopen = None
-        if device.backend in REOPEN_WHEN_BACK:
+        if device.handle_dies_with_device:  # a paused runner reopens it from its saved state
             reopen = functools.partial(discovery_reopen, sysfs_root=self.options.sysfs_root)
-        # With busy time or MangoHud, busy time from DRM fdinfo where the device reports none
-        # (i915, xe): the idle back-off and busy-time policies read it.
-        mangohud = isinstance(self.source, MangoHudSource)
-        sysfs_path = getattr(device, "path", None)
-        meter = (meter_for(sysfs_path) if (busy or mangohud) and isinstance(sysfs_path, Path)
-                 else None)
+        # With busy time or a source that says nothing of idle time (MangoHud), busy time from
+        # DRM fdinfo where the device reports none (i915, xe): the idle back-off and busy-time
+        # policies read it.
+        metered = busy or (self.source is not None and self.source.meter_busy_time)
+        sysfs_path = device.sysfs_path()
+        meter = meter_for(sysfs_path) if metered and sysfs_path is not None else None
         return DeviceRunner(
             device, governor, settings, self.limiter, summary, self.metrics, recorder,
             BusySource(app=device.name) if busy else None, reopen,
             busy_meter=meter.sample if meter is not None else None,
             silent_after_s=silent_after_s(self.config, governor),
-            no_frames_hint=self._no_frames_hint(),
+            no_frames_hint=self.source.no_frames_hint() if self.source is not None else "",
             custody=self.custody, on_replaced=self._retiring.append,
         )
-
-    def _no_frames_hint(self) -> str:
-        """What a user without frames can do, for the journal and `govd status`."""
-        source = self.source
-        if isinstance(source, MangoHudSource):
-            return (f"No MangoHud log is growing in {source.folder}: start the game through "
-                    "MangoHud with autostart_log=1 and MangoHud 0.6.9 or newer (README: Frames "
-                    "from games).")
-        if isinstance(source, SocketSource):
-            return (f"Programs send frame or step times to {source.path} (govd.client; README: "
-                    "Frames from programs, Frames from games); the ondemand policy governs "
-                    "without frames.")
-        return ""
 
     def _take_new(self, now_s: float) -> None:
         """Govern the devices that appeared since start: each one's state goes to the state
@@ -346,25 +329,12 @@ class Daemon:
             log.error("could not restore %s; kept for `govd restore`", line)
 
     def _open_source(self) -> FrameSource | None:
-        frames = self.config.frames
-        if frames.source in ("socket", "sim"):
-            s = frames.socket
-            options: dict[str, Any] = {
-                "group": s.group, "allow_uids": s.allow_uids, "allow_gids": s.allow_gids,
-                "rate_fps": s.rate_fps, "burst": s.burst, "max_queue": s.max_queue,
-                "clock": self._now_s(),
-                "drain_budget_s": None if self.clock.paces_the_work else DRAIN_BUDGET_S,
-            }
-            try:
-                activated = SocketSource.from_systemd(**options)
-                return activated or SocketSource(Path(s.path), **options)
-            except (SocketSetupError, ValueError) as exc:
-                raise StartError(f"frame socket: {exc}") from None
-        if frames.source == "mangohud":
-            assert frames.mangohud.dir is not None  # the schema requires it
-            return MangoHudSource(frames.mangohud.dir, rescan_s=frames.mangohud.rescan_s,
-                                  clock=self._now_s())
-        return None  # busy: one BusySource per device, fed by its own readings
+        """The configured frame source (`govd.sources.registry`); None for ``busy``."""
+        try:
+            opening = Opening(now_s=self._now_s(), paces_the_work=self.clock.paces_the_work)
+            return source_opener(self.config.frames.source)(self.config.frames, opening)
+        except SourceSetupError as exc:
+            raise StartError(str(exc)) from None
 
     def _start_metrics(self) -> None:
         host, _, port = self.config.metrics.listen.rpartition(":")
@@ -435,12 +405,12 @@ class Daemon:
     def _wait(self, signals: SignalFlags, wall_s: float) -> None:
         """Wait ``wall_s`` for the next deadline (less on a signal), moving frames from the
         socket into the source's queue as they arrive: the kernel holds only ~10 datagrams."""
-        source = self.source if isinstance(self.source, SocketSource) else None
+        source = self.source
         if not self.idle.idle and 0 < self._frames_last_tick < self._poll_from_frames:
             source = None  # frames flow, and a tick's worth fits the kernel's queue: no wake-ups
         deadline_s = time.monotonic() + wall_s
         while True:
-            fd = source.fileno() if source is not None and not source.backlog_full else None
+            fd = source.wake_fd() if source is not None else None
             if signals.wait(wall_s, fd):
                 assert source is not None
                 if source.receive(RECEIVE_BATCH, until_s=deadline_s) and self.idle.idle:
@@ -566,7 +536,7 @@ class Daemon:
         return True
 
     def _verdict(self, applied: bool, errors: list[str]) -> None:
-        """Record a reload's outcome for the status file (`govd.daemon.reload_request`)."""
+        """Record a reload's outcome for the status file (`govd.commands.reload`)."""
         self._reloads = {"seq": self._reloads["seq"] + 1, "applied": applied,
                          "errors": errors[:20], "unix_s": time.time()}
 
@@ -616,10 +586,8 @@ class Daemon:
         if len(kept) != len(self.runners):
             self.runners = kept
             self._tell_source_the_devices()
-        if isinstance(self.source, SocketSource):
-            s = config.frames.socket
-            self.source.set_limits(allow_uids=s.allow_uids, allow_gids=s.allow_gids,
-                                   rate_fps=s.rate_fps, burst=s.burst, max_queue=s.max_queue)
+        if self.source is not None:
+            self.source.reconfigure(config.frames)
         self.config = config
         assert self._scheduler is not None
         self.idle.settings = IdleSettings.from_config(config.idle)

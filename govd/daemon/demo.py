@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from govd.cli import UsageError
 from govd.conf.schema import Config, TargetConfig
+from govd.errors import UsageError
 
 DEFAULT_DURATION_S = 600.0
 SIM_DEVICE = "govd-sim0"
@@ -71,10 +71,8 @@ def _warm_up(config: Config) -> None:
         governor.step(Sample(freq_mhz=300.0, frame_time_ms=5.0, frame_count=1))
 
 
-def _demo_config(args: argparse.Namespace, tmp: Path) -> tuple[Config, Path | None]:
-    from govd.daemon.run import read_config
-
-    config, path = read_config(args) if args.config is not None else (Config(), None)
+def _demo_config(args: argparse.Namespace, config: Config, tmp: Path) -> Config:
+    """``config`` as the demo runs it: frames from its socket, state in its folder."""
     frames = config.frames.model_copy(update={
         # busy time stays busy time; every other source is the demo's socket
         "source": "busy" if config.frames.source == "busy" else "socket",
@@ -86,10 +84,10 @@ def _demo_config(args: argparse.Namespace, tmp: Path) -> tuple[Config, Path | No
         apps["gpgpu"] = TargetConfig(max_slowdown=0.1)  # throughput work: no frame deadline
     update: dict[str, Any] = {"frames": frames, "state_file": str(tmp / "state.json"),
                               "apps": apps}
-    if path is None:
+    if args.config is None:
         # One status line per second says it all; the journal summary would repeat it.
         update["logging"] = config.logging.model_copy(update={"summary_interval_s": 0.0})
-    return config.model_copy(update=update), path
+    return config.model_copy(update=update)
 
 
 def _status_printer(start_s: list[float]) -> Any:
@@ -244,8 +242,9 @@ def _finite(values: dict[str, Any]) -> dict[str, Any]:
             for k, v in values.items()}
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    """Run the simulated GPU and its ondemand twin, govern the first, print the comparison."""
+def run_demo(args: argparse.Namespace, config: Config, path: Path | None) -> int:
+    """Run the simulated GPU and its ondemand twin, govern the first, print the comparison.
+    ``config`` is the one read from ``path`` (``--config``), or the defaults when there is none."""
     from govd.daemon.daemon import Daemon, Options
     from govd.daemon.status import status_path
     from govd.sim.clock import SimClock
@@ -258,7 +257,7 @@ def run_demo(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="govd-sim-"))
     sims: list[subprocess.Popen[bytes]] = []
     try:
-        config, path = _demo_config(args, tmp)
+        config = _demo_config(args, config, tmp)
         setup_logging(config.logging.level)
         _warm_up(config)
         governed_root = tmp / "governed"

@@ -1,4 +1,5 @@
-"""The status file (``status.json`` beside the state file) and `govd status`, which reads it.
+"""The status file (``status.json`` beside the state file), and the lines `govd status` and the
+demo print from it.
 
 The daemon rewrites it atomically every few seconds and whenever it starts or stops idling,
 world-readable (0644): per device the level, the policy and target, recent FPS and frame time,
@@ -8,13 +9,12 @@ whether govd idles.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 from typing import Any
 
-from govd.formats.regular_file import read_regular_text, write_atomically
+from govd.formats.regular_file import write_atomically
 from govd.telemetry.savings import saving_words
 
 STATUS_MODE = 0o644
@@ -61,34 +61,10 @@ def device_line(device: dict[str, Any]) -> str:
     return f"{line}; {saved}" if saved else line
 
 
-def show_status(args: argparse.Namespace) -> int:
-    """Print the running daemon's status (``--json``: the file as it is)."""
-    from govd.cli import UsageError
-    from govd.daemon.run import state_file_of
-
-    path = status_path(state_file_of(args))
-    try:
-        text = read_regular_text(path, MAX_STATUS_BYTES)
-        status = json.loads(text)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no status file; is govd running?") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the status: {exc.strerror}") from None
-    except ValueError as exc:
-        raise UsageError(f"{path}: cannot read the status: {exc}") from None
-    if args.json:
-        print(text, end="")
-        return 0
-    try:
-        lines = _status_lines(status)
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"{path}: not a govd status file ({type(exc).__name__}: {exc})") \
-            from None
-    print("\n".join(lines))
-    return 0
-
-
-def _status_lines(status: Any) -> list[str]:
+def status_lines(status: Any) -> list[str]:
+    """What `govd status` prints for a status file's content: the loop, idling, one line per
+    device, and the frame source's lines. Raises what a malformed status makes it raise
+    (AttributeError, KeyError, TypeError, ValueError)."""
     age_s = time.time() - float(status.get("written_unix_s", 0))
     loop = status.get("loop", {})
     lines = [f"govd pid {status.get('pid')}, updated {age_s:.1f} s ago, "

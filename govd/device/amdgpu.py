@@ -49,6 +49,7 @@ from govd.device.amdgpu_tables import (
     parse_voltage_curve,
 )
 from govd.device.base import Controllability, DeviceError, Reading, WriteRefused, levels_problem
+from govd.device.registry import Backend
 from govd.device.sysfs import SysfsDevice, excerpt, nearest_level
 
 log = logging.getLogger(__name__)
@@ -380,3 +381,7 @@ class AmdgpuDevice(SysfsDevice):
                       f"{excerpt(' | '.join(lines), 40)}"
                       for name, lines in found.items() if after.get(name) != lines]
         return differ + super()._not_held(saved, now)
+
+
+BACKEND = Backend("amdgpu", sysfs_class=AmdgpuDevice)
+"""The backend ``amdgpu`` (`govd.device.registry`)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -84,7 +85,13 @@ class Device(ABC):
     """A GPU (or devfreq device) whose clock govd governs."""
 
     backend: ClassVar[str]
-    """Backend name: ``devfreq``, ``i915``, ``xe``, ``amdgpu``, ``nvml`` or ``sim``."""
+    """Backend name, as registered in `govd.device.registry`: ``devfreq``, ``i915``, ``xe``,
+    ``amdgpu``, ``nvml``, or a third party's."""
+
+    handle_dies_with_device: ClassVar[bool] = False
+    """Whether the object stops working when the device goes away, even once it is back (an
+    NVML handle after GPU_IS_LOST or a driver reload): the daemon then reopens it from its
+    saved state. A sysfs device keeps its path and needs nothing of the kind."""
 
     name: str
     """Stable, human-readable identity (sysfs device name, PCI address or NVML UUID)."""
@@ -166,6 +173,11 @@ class Device(ABC):
         differs. The default (backend, name, PCI id) suits backends whose name is already unique
         (an NVML UUID)."""
         return {"backend": self.backend, "name": self.name, "pci_id": self.pci_id or ""}
+
+    def sysfs_path(self) -> Path | None:
+        """The device's sysfs directory (where DRM fdinfo busy time is looked up for it), None
+        for a device without one (NVML)."""
+        return None
 
     def lock_dir(self) -> str | None:
         """The folder whose inode stands for this device while it is plugged in (a sysfs

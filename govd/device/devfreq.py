@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from govd.device.base import Controllability, DeviceError, Reading, levels_problem
+from govd.device.registry import Backend
 from govd.device.sysfs import SysfsDevice, excerpt, nearest_level
 
 _HZ_PER_MHZ = 1e6
@@ -211,3 +212,7 @@ class DevfreqDevice(SysfsDevice):
                 return [*super()._not_held(saved, now),
                         f"userspace/set_freq is {self._set_freq_text()}, not {UNDEFINED}"]
         return super()._not_held(saved, now)
+
+
+BACKEND = Backend("devfreq", sysfs_class=DevfreqDevice)
+"""The backend ``devfreq`` (`govd.device.registry`)."""

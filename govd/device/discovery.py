@@ -6,9 +6,8 @@ bound to the card's parent (amdgpu, i915, xe). libudev always reads the real ``/
 preload redirects it in tests), so for any other root, such as a fixture tree, the same two
 directories are walked instead.
 
-Other kinds of device plug in through two registries: ``DISCOVERERS`` (callables returning the
-devices they find) and ``BACKENDS`` (backend name → function reopening a device from its
-``save()`` data). The NVML module adds its own entries to both when imported.
+Backends plug in through `govd.device.registry`: a sysfs backend drives the cards of the driver
+of its name, any other (NVML) finds its own devices and reopens them from their ``save()`` data.
 """
 
 from __future__ import annotations
@@ -21,12 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from govd.device.amdgpu import AmdgpuDevice
+from govd.device import registry
 from govd.device.base import Device
-from govd.device.devfreq import DevfreqDevice
-from govd.device.i915 import I915Device
 from govd.device.sysfs import SysfsDevice, SysfsIO
-from govd.device.xe import XeDevice
 
 SYS = Path("/sys")
 _CARD = re.compile(r"^card\d+$")
@@ -38,12 +34,14 @@ Reopen = Callable[[dict[str, Any], Path], Device]
 Discoverer = Callable[[Path], list[Device]]
 """Returns every device of one kind found under a sysfs root."""
 
-SYSFS_BACKENDS: dict[str, type[SysfsDevice]] = {
-    "devfreq": DevfreqDevice,
-    "i915": I915Device,
-    "xe": XeDevice,
-    "amdgpu": AmdgpuDevice,
-}
+
+
+def sysfs_class(name: str | None) -> type[SysfsDevice] | None:
+    """The device class of the sysfs backend ``name``, None when no sysfs backend has that
+    name (a driver govd has no backend for, or a backend outside sysfs)."""
+    if name is None or name not in registry.available():
+        return None
+    return registry.backend(name).sysfs_class
 
 
 
@@ -76,7 +74,13 @@ def found_dir(rel: object, backend: str, sysfs_root: Path) -> Path:
     raise ValueError(f"path {rel!r} is not a {backend} device found under {sysfs_root}")
 
 
-BACKENDS: dict[str, Reopen] = {name: _reopener(cls) for name, cls in SYSFS_BACKENDS.items()}
+def _reopen_of(name: str) -> Reopen:
+    registered = registry.backend(name)
+    if registered.sysfs_class is not None:
+        return _reopener(registered.sysfs_class)
+    if registered.reopen is None:
+        raise registry.UnknownBackendError(f"backend {name!r} cannot reopen a saved device")
+    return registered.reopen
 """Backend name → how to reopen its device from saved state (`govd restore` after a crash)."""
 
 
@@ -161,7 +165,7 @@ class Found:
         """The govd backend that drives it, None when there is none."""
         if self.subsystem == "devfreq":
             return "devfreq"
-        return self.driver if self.driver in SYSFS_BACKENDS else None
+        return self.driver if sysfs_class(self.driver) is not None else None
 
 
 def _driver_of(device_dir: Path) -> str | None:
@@ -233,7 +237,9 @@ def open_found(found: Found, sysfs_root: Path = SYS, io: SysfsIO | None = None) 
     backend = found.backend
     if backend is None:
         raise KeyError(f"{found.name}: no govd backend for driver {found.driver}")
-    device = SYSFS_BACKENDS[backend](found.sys_path, Path(sysfs_root), io)
+    cls = sysfs_class(backend)
+    assert cls is not None  # what `Found.backend` names
+    device = cls(found.sys_path, Path(sysfs_root), io)
     is_gpu, why = found.gpu
     device.not_gpu = None if is_gpu else why
     return device
@@ -246,12 +252,18 @@ def discover_sysfs(sysfs_root: Path = SYS) -> list[Device]:
 
 
 DISCOVERERS: list[Discoverer] = [discover_sysfs]
-"""Every way of finding devices; other backends (NVML) append theirs."""
+"""Ways of finding devices besides the registered backends' own (`discoverers`)."""
+
+
+def discoverers() -> list[Discoverer]:
+    """Every way of finding devices: the sysfs scan, then each registered backend that finds
+    its own (NVML)."""
+    return [*DISCOVERERS, *(b.discover for b in registry.backends() if b.discover is not None)]
 
 
 def discover(sysfs_root: Path = SYS) -> list[Device]:
-    """All devices every registered discoverer finds."""
-    return [device for discoverer in DISCOVERERS for device in discoverer(Path(sysfs_root))]
+    """All devices every discoverer finds."""
+    return [device for discoverer in discoverers() for device in discoverer(Path(sysfs_root))]
 
 
 def check_saved(saved: object) -> None:
@@ -260,13 +272,13 @@ def check_saved(saved: object) -> None:
     if not isinstance(saved, dict):
         raise ValueError("each device must be an object")
     backend = saved.get("backend")
-    if not isinstance(backend, str) or backend not in BACKENDS:
+    if not isinstance(backend, str) or backend not in registry.available():
         raise ValueError(f"unknown backend {backend!r}")
     if not isinstance(saved.get("name"), str) or not saved["name"]:
         raise ValueError(f"a {backend} device without a name")
     if not isinstance(saved.get("state"), dict):
         raise ValueError(f"{saved['name']}: state must be an object")
-    cls = SYSFS_BACKENDS.get(backend)
+    cls = sysfs_class(backend)
     if cls is not None:
         if not isinstance(saved.get("path"), str):
             raise ValueError(f"{saved['name']}: path must be a string")
@@ -279,10 +291,10 @@ def check_saved(saved: object) -> None:
 def reopen(saved: dict[str, Any], sysfs_root: Path = SYS) -> Device:
     """The device a ``save()`` described, holding that state for ``restore()``. A sysfs
     device must be one discovery finds under ``sysfs_root`` (`found_dir`; ValueError)."""
-    backend = saved.get("backend")
-    if backend not in BACKENDS:
-        raise KeyError(f"saved state names unknown backend {backend!r}")
-    return BACKENDS[backend](saved, Path(sysfs_root))
+    name = saved.get("backend")
+    if not isinstance(name, str) or name not in registry.available():
+        raise KeyError(f"saved state names unknown backend {name!r}")
+    return _reopen_of(name)(saved, Path(sysfs_root))
 
 
 def restore_saved(saved: dict[str, Any], sysfs_root: Path = SYS) -> Device:
@@ -340,20 +352,3 @@ class HotplugMonitor:
         """Events as they come, blocking."""
         while (event := self.poll()) is not None:
             yield event
-
-
-def _discover_nvml(_sysfs_root: Path) -> list[Device]:
-    from govd.device import nvml
-
-    return list(nvml.discover_nvml())
-
-
-def _reopen_nvml(saved: dict[str, Any], _sysfs_root: Path) -> Device:
-    from govd.device import nvml
-
-    return nvml.NvmlDevice.from_saved(saved)
-
-
-# NVML is imported lazily: a machine without the NVIDIA driver pays nothing for it.
-DISCOVERERS.append(_discover_nvml)
-BACKENDS["nvml"] = _reopen_nvml

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from govd.device.base import Controllability, DeviceError, Reading, levels_problem
+from govd.device.registry import Backend
 from govd.device.sysfs import SysfsDevice, nearest_level
 
 # PCI device-id high bytes of the GTs whose frequency unit is 50 MHz (gen6 Sandy Bridge to gen8
@@ -154,3 +155,7 @@ class I915Device(SysfsDevice):
         boost = state.get("boost_freq_mhz")
         if boost is not None and self._boost() not in (None, boost):
             self._write(self.BOOST or "", round(boost))
+
+
+BACKEND = Backend("i915", sysfs_class=I915Device)
+"""The backend ``i915`` (`govd.device.registry`)."""

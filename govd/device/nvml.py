@@ -134,6 +134,7 @@ class NvmlDevice(Device):
     """
 
     backend: ClassVar[str] = "nvml"
+    handle_dies_with_device: ClassVar[bool] = True
 
     def __init__(self, handle: Any) -> None:
         """Wrap an NVML handle; the caller holds one session reference for this device."""

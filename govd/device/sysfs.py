@@ -263,6 +263,10 @@ class SysfsDevice(Device):
                 continue
         return {key: one_printable_line(value) for key, value in found.items()}
 
+    def sysfs_path(self) -> Path:
+        """The device's own sysfs directory."""
+        return self.path
+
     def lock_dir(self) -> str:
         """The device's own sysfs directory (a new one, a new inode, when it is plugged in
         again)."""

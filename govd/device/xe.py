@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from govd.device.i915 import I915Device
+from govd.device.registry import Backend
 from govd.device.sysfs import SysfsIO
 
 XE_STEP_MHZ = 50.0
@@ -47,3 +48,7 @@ class XeDevice(I915Device):
         first = np.ceil(rpn_mhz / XE_STEP_MHZ) * XE_STEP_MHZ
         grid = np.arange(first, rp0_mhz, XE_STEP_MHZ)
         return np.unique(np.concatenate(([rpn_mhz], grid, [rp0_mhz])).astype(np.float64))
+
+
+BACKEND = Backend("xe", sysfs_class=XeDevice)
+"""The backend ``xe`` (`govd.device.registry`)."""

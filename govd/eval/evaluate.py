@@ -62,7 +62,7 @@ def evaluate(
     ``policy_params``: constructor parameters per policy name. Returns (policy, sweep, replay,
     score) in order. ``algo``: see `replay` (``arnlms`` swaps in the AR-NLMS baseline).
     ``wrap``: turns each model-driven policy (with the table and its idle power, W) into the
-    one replayed (`govd.eval.truth.TrueCurves`: the same policy on true curves). ``config``:
+    one replayed (`govd.research.truth.TrueCurves`: the same policy on true curves). ``config``:
     what else each governor is built from (`govd.eval.replay.replay`)."""
     settings = settings or ModelSettings()
     results = []

@@ -14,10 +14,12 @@ one, instead of being scored as if a lower clock were faster.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from govd.formats.sweep import SweepTable
+if TYPE_CHECKING:  # the reader calls these checks: a runtime import would be a cycle
+    from govd.formats.sweep import SweepTable
 
 SLOWER_BY = 0.10
 """A level this much slower (median time) than a level below it is implausible: far beyond the

@@ -13,8 +13,8 @@ rise over the unit's time where the device has one, else the mean of the power s
 the backend's counters are averaged. Before the sweep, `idle_s` of readings at the lowest level with
 no work give `# idle_power_w`. Which levels are swept and what was run are in the metadata.
 
-Putting the device back is not done here: `govd.measure.cli` holds the state file and the signal
-handling around `run_sweep` (the daemon's machinery), so every way out restores it.
+Putting the device back is not done here: `govd.commands.measure` holds the state file and the
+signal handling around `run_sweep` (the daemon's machinery), so every way out restores it.
 """
 
 from __future__ import annotations

@@ -15,17 +15,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import import_module
-from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
 from govd.model.arrays import FloatArray
-from govd.model.base import Model
-from govd.model.settings import AUTO, ModelSettings
+from govd.plugins import Registry
+
+if TYPE_CHECKING:  # only named in Builder: the settings check their form against this module
+    from govd.model.base import Model
+    from govd.model.settings import ModelSettings
 
 GROUP = "govd.model_forms"
+AUTO = "auto"
+"""``model.form`` that lets the target in force pick the form (`resolve`)."""
 
 _BUILTIN = {
-    "seed": "govd.model.online:SEED",
+    "seed": "govd.model.seed_form:SEED",
     "scaling": "govd.model.scaling_model:SCALING",
 }
 """govd's own forms, so that a source checkout that is not pip-installed still finds them."""
@@ -39,7 +43,7 @@ AUTO_SLOWDOWN = "scaling"
 """The form ``auto`` puts in force under a slowdown target: on the measured GPUs eq. 10 ran at
 up to 35 % violations or saved nothing there (bench/results/decisions.json)."""
 
-Builder = Callable[[FloatArray, FloatArray | None, ModelSettings, float], Model]
+Builder = Callable[[FloatArray, FloatArray | None, "ModelSettings", float], "Model"]
 """(core clocks MHz, memory clocks MHz or None, settings, idle power W or NaN) -> a model."""
 
 
@@ -62,27 +66,19 @@ class Form:
     ``govd check-config`` refuses them set where it is the only form in force."""
 
 
+_REGISTRY = Registry(GROUP, _BUILTIN, "model form", UnknownFormError, kind=Form, also=[AUTO],
+                     sort=True)
+
+
 def available() -> list[str]:
     """Names of every form that can be selected, sorted (``auto`` is not a form)."""
-    names = set(_BUILTIN)
-    names.update(ep.name for ep in entry_points(group=GROUP))
-    return sorted(names)
+    return _REGISTRY.available()
 
 
 def form(name: str) -> Form:
     """The form registered under ``name``; built-ins cannot be shadowed by a plugin."""
-    if name in _BUILTIN:
-        module, _, attr = _BUILTIN[name].partition(":")
-        found: Form = getattr(import_module(module), attr)
-        return found
-    for ep in entry_points(group=GROUP):
-        if ep.name == name:
-            loaded = ep.load()
-            if not isinstance(loaded, Form):
-                raise UnknownFormError(f"entry point {name!r} of {GROUP} is not a Form")
-            return loaded
-    raise UnknownFormError(f"unknown model form {name!r}; available: "
-                           f"{', '.join([AUTO, *available()])}")
+    found: Form = _REGISTRY.load(name)
+    return found
 
 
 def resolve(setting: str, frame_rate: bool, prior: bool = False) -> str:

@@ -4,7 +4,7 @@ It owns the state buffer that `govd.model.tick.model_tick` updates in place (wit
 parts: `vecs`, `P`, `pw`, `Pc`, `lv`, `cfg`, `icfg`, `stats`, `out`, `scal`), and exposes the
 predictions as read-only views into them (valid until the next `update`). Its spread is derived
 from the a-priori errors and the RLS covariance (`govd.model.spread`); it has no notion of a
-change of work nor of roughness. Registered as the form ``seed`` (`SEED`), with
+change of work nor of roughness. The form ``seed`` (`govd.model.seed_form`) builds it, or
 `govd.model.two_domain.TwoDomainModel` for (core, memory) pairs.
 """
 
@@ -19,7 +19,6 @@ import numpy as np
 from govd.model import tick as k
 from govd.model.arrays import FloatArray
 from govd.model.base import Predictions
-from govd.model.forms import Form
 from govd.model.rescale import rescale_counters
 from govd.model.settings import MAX_LEVELS, ModelSettings
 from govd.model.spread import blend
@@ -255,18 +254,3 @@ class OnlineModel:
         names = ("ticks", "updates", "skipped", "resets", "has_sample", "power_updates",
                  "power_skipped", "power_resets")
         return {name: int(v) for name, v in zip(names, self.stats, strict=True)}
-
-
-def seed_model(levels_mhz: FloatArray, mem_levels_mhz: FloatArray | None,
-               settings: ModelSettings, idle_power_w: float) -> OnlineModel:
-    """The seed form over ``levels_mhz`` (MHz), over (core, memory) pairs when
-    ``mem_levels_mhz`` is given; ``idle_power_w``: known idle power (W) or NaN."""
-    if mem_levels_mhz is None:
-        return OnlineModel(levels_mhz, settings, idle_power_w)
-    from govd.model.two_domain import TwoDomainModel  # it builds on this module
-
-    return TwoDomainModel(levels_mhz, mem_levels_mhz, settings, idle_power_w)
-
-
-SEED = Form("seed", seed_model, takes_prior=True)
-"""The form ``seed``, registered in `govd.model.forms`."""

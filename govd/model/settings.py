@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from govd.model.forms import AUTO, UnknownFormError, form
+
 Algorithm = Literal["rls", "dcd"]
-AUTO = "auto"
-"""``model.form`` that lets the target in force pick the form (`govd.model.forms.resolve`)."""
 
 MAX_LEVELS = 1024
 """Most levels a model (and so `govd eval`) takes: a sweep of every (core, memory) pair an
@@ -84,8 +84,6 @@ class ModelSettings:
 
     def __post_init__(self) -> None:
         if self.form != AUTO:
-            from govd.model.forms import UnknownFormError, form
-
             try:
                 form(self.form)
             except UnknownFormError as exc:

@@ -10,80 +10,57 @@ flap on noise. Nothing feasible, or a model not yet ready: the fastest allowed l
 Safety margins come from how well the model knows each level. A model whose spread comes from
 ratios measured between levels (the scaling form: `Predictions.spread_from_pairs`; its
 `time_sd_now`, `time_sd_top` plus the measured noise of a ratio, 2·`time_noise`², in variance:
-`_ratio_spreads`) gets a margin per level of
-``confidence`` standard deviations, in log time: under a slowdown target on the ratio to the
-fastest level (the common part of the error cancels), under a frame deadline on the ratio to
-the running level combined with the recent error of absolute frame times (the frame-to-frame
-variation of the work). A model whose spread is derived (the seed form) gets the fixed
-``margin``, grown under a deadline to ``error_weight`` times the recent RMS error.
+`_ratio_spreads`) gets a margin per level of ``confidence`` standard deviations, in log time:
+under a slowdown target on the ratio to the fastest level (the common part of the error
+cancels), under a frame deadline on the ratio to the running level combined with the recent
+error of absolute frame times (the frame-to-frame variation of the work). A model whose spread
+is derived (the seed form) gets the fixed ``margin``, grown under a deadline to
+``error_weight`` times the recent RMS error.
 
 With ``price_misses`` (off by default) a slowdown target gets a price on misses instead
 (`_choose_in_budget`): each level's chance of missing, from the spread of its predicted ratio
 to the fastest level and from the work-change hedge below, is charged at a price that feedback
 moves until the chances of the levels chosen average ``miss_budget``; the level of least energy
-plus that charge wins, so the budget goes where a miss saves most. Two fixed standard
-deviations spend 0.3 % of units on v100-sim (the budget allows 1 %) and refuse the convolution
-kernels' level at 1.075x the top (spread 1.5 %): 1.049x the oracle; priced, 1.037x at 0.6 %
-(bench/results/decisions_priced.json), and 1.036x against 1.040x at 25 %. It is not the default
-because it trusts the model's spread to be calibrated: on held-out V100 runs (`sweep_from_data`
-seeds 1 and 2, 5 minutes) it saved 1.3-3.3 points at 10 % inside the budget, but at 25 % on
-seed 1 the model's curve for eigenvalues/bisectKernel sat ~2 spreads below the truth at 1102
-MHz (1.257x, limit 1.25x), the price fell to ~0 and 2.5 % of units missed (0.3 % with the fixed
-margin); it also cost gtx980-pairs 0.6 points at 25 % (1.028 -> 1.034x).
+plus that charge wins, so the budget goes where a miss saves most. It is not the default
+because it trusts the model's spread to be calibrated, which held-out runs showed it is not
+always.
 
-What was tried to make it safe, with figures, is in bench/README.md ("Energy policy: designs
-measured and left out"); `bench/bench_decisions.py` carries held-out V100 seeds 1 and 2 as
-rows (`v100-sim-s1`, `-s2`).
+Under a frame deadline the margins are scaled by what they achieve: after every tick that ran
+below the fastest allowed level (probes excluded: they are meant to find out; a level held
+below the choice by the daemon's dwell time or a change in flight included), the scale rises by
+``margin_rate`` per frame that missed the deadline (in share of the tick's frames) and falls by
+``margin_rate · miss_budget / (1 − miss_budget)`` per frame that made it, so misses settle at
+``miss_budget`` of such frames whatever the work's frame-to-frame noise (a fixed number of
+standard deviations is too tight on noisy scenes and too loose on steady ones). The scale stays
+within [1/4, 4] and starts at 1.
 
-Under a frame deadline those margins are scaled by what they achieve: after every tick that
-ran below the fastest allowed level (probes excluded: they are meant to find out; a level held
-below the choice by the daemon's dwell time or a change in flight included: judging only ticks
-that ran the chosen level, `make demo` missed 1.5 % of frames for a 0.5 % budget, now 0.5 %
-for 5 % more energy), the scale rises by ``margin_rate`` per frame that missed the deadline
-(in share of the tick's frames) and falls by ``margin_rate · miss_budget / (1 − miss_budget)``
-per frame that made it, so misses settle at ``miss_budget`` of such frames whatever the work's
-frame-to-frame noise (a fixed number of standard deviations was too tight on noisy scenes and
-too loose on steady ones: on the calibrated mobile suite, 2 RMS cost 5.6 % over the oracle on
-art3 while 1 RMS gave game-heavy +2.9 pp of misses). The scale stays within [1/4, 4] and
-starts at 1.
-
-A model only learns how time scales with frequency from ticks where the frequency changed. A
+A model only learns how time scales with frequency from ticks where the frequency changed; a
 policy that holds one level never teaches it. So after ``probe_ticks`` ticks at one level the
 policy runs one tick a level lower, but only where the model does not already call that level
 infeasible with confidence (where it gives its uncertainty: the predicted time less
 ``confidence`` standard deviations of what it does not know meets the target; else the
 predicted time itself) and predicts it to save energy: a probe into a level known to be too
-slow is a violation bought for nothing (optimism on energy too was measured: 7 % violations on
-the hkbu tables). With a model that says what it knows, a probe that leaves the choice as it
-was doubles the wait before the next one (up to 64 × ``probe_ticks``); a new choice starts it
-afresh. The seed form does not say, and learns how its work scales only from such probes (one
-tick moves its eq. 10 little): it keeps probing every ``probe_ticks``. Doubling its wait too
-left it at the top level on the calibrated mobile suite's rendering-test (1.059× the oracle,
-against 1.025× probing at the fixed cadence).
+slow is a violation bought for nothing. With a model that says what it knows, a probe that
+leaves the choice as it was doubles the wait before the next one (up to 64 × ``probe_ticks``);
+a new choice starts it afresh. The seed form does not say, and learns how its work scales only
+from such probes: it keeps probing every ``probe_ticks``.
 
-Under a slowdown target the work may change before the next tick, and the level chosen for
-the work that ran then runs the next: on a table whose kernels change every few units, a
-memory-bound kernel's cheapest level (a low core clock) runs the compute-bound kernel after it
-1.2x slower. So the policy remembers the predicted curves (log t/t_top per allowed level) of
-the last ``HEDGE_TICKS`` ticks and how often the curve moved between two ticks at the same
-level (the chance that the next tick runs other work; a move across two levels may be the
-model learning), and refuses a level where that chance times the share of remembered curves
-that miss the budget there exceeds ``miss_budget``. With ``price_misses`` the moves are
-counted over ``CHANGE_TICKS`` and the product below the cap is part of the level's priced
-chance: counted over the 128 ticks of curves, one change reads 1/128, above the 0.5 % budget,
-and on v100-sim (a change every ~200 units) refuses every level the previous work missed at
-for most of each phase (with true curves, `govd.eval.truth`, that alone costs 1.3 points). On
-v100-units (a kernel change every ~5
-units) this took the violations from 2.2 % to 0.6 % at a 10 % slowdown (3.1 % to 1.4 % at 25 %)
-for 1.106 -> 1.132x the oracle, where the hedged causal reference of `govd.eval.reference`
-(every phase's curve known, one unit late, inside the budget) reaches 1.122x; v100-sim went
-1.052 -> 1.049x (10 %) and 1.048 -> 1.040x (25 %).
-
-On the boost-clock hkbu tables govd runs as `performance`: why, and the probing rules
-measured there and left out, are in the same bench/README.md section.
+Under a slowdown target the work may change before the next tick, and the level chosen for the
+work that ran then runs the next (a memory-bound kernel's cheapest level, a low core clock, can
+run the compute-bound kernel after it far slower). So the policy remembers the predicted curves
+(log t/t_top per allowed level) of the last ``HEDGE_TICKS`` ticks and how often the curve moved
+between two ticks at the same level (the chance that the next tick runs other work; a move
+across two levels may be the model learning), and refuses a level where that chance times the
+share of remembered curves that miss the budget there exceeds ``miss_budget``. With
+``price_misses`` the moves are counted over ``CHANGE_TICKS`` and the product below the cap is
+part of the level's priced chance.
 
 With two clock domains a level is a (core, memory) pair and the probes step along the core and
 the memory clock in turn (see `_neighbour`).
+
+What these choices achieve, and the designs measured and left out, with their figures: see
+bench/README.md ("Policies", "Energy policy: designs measured and left out"), beside the JSON
+under bench/results/ that holds them.
 """
 
 from __future__ import annotations

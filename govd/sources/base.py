@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 
 # Not frozen: a frozen dataclass's __init__ sets each field through a Python-level
@@ -41,8 +42,33 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)
 
 
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """What the daemon tells a source it opens, besides the configuration's ``frames``."""
+
+    now_s: Callable[[], float]
+    """The loop's clock. Units: s."""
+    paces_the_work: bool = False
+    """Whether the work waits for the loop's tick (the simulated GPU in lockstep): reads are
+    then bounded by counts, never by wall time, or the run would depend on the machine's load."""
+
+
+class SourceSetupError(Exception):
+    """A frame source cannot be opened as configured; one line, which govd prints as it is."""
+
+
 class FrameSource(ABC):
-    """Where frame times come from: the socket, MangoHud logs, busy time, or the simulator."""
+    """Where frame times come from: the socket, MangoHud logs, busy time, or the simulator.
+
+    A source registers by name in `govd.sources.registry` (``frames.source`` in the
+    configuration) with a function that opens it from the configuration. What the daemon asks
+    of a source beyond `drain` has a default here that suits a source that needs nothing.
+    """
+
+    meter_busy_time: ClassVar[bool] = False
+    """Whether the daemon should measure each device's busy time from DRM fdinfo where the
+    device reports none (i915, xe): this source's frames do not say when the GPU idles, and the
+    idle back-off and busy-time policies need it."""
 
     @abstractmethod
     def drain(self) -> list[Frame]:
@@ -60,3 +86,26 @@ class FrameSource(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook: not every source holds resources
         """Release sockets and files."""
+
+    def wake_fd(self) -> int | None:
+        """A descriptor the daemon waits on between ticks, readable when frames arrive (then it
+        calls `receive`); None when there is none, or when nothing more may be read before the
+        next `drain`."""
+        return None
+
+    def receive(self, max_items: int | None = None, until_s: float | None = None) -> int:
+        """Move what has arrived into the source's queue, at most ``max_items`` and not past
+        ``until_s`` (monotonic s); how many were moved. Called when `wake_fd` is readable."""
+        return 0
+
+    def set_devices(self, names: Iterable[str]) -> None:  # noqa: B027 - optional hook
+        """The devices govd governs now (frames naming another may be dropped and counted)."""
+
+    def reconfigure(self, frames: Any) -> None:  # noqa: B027 - optional hook
+        """Apply a reloaded configuration's ``frames`` section (`govd.conf.schema.FramesConfig`)
+        to what can change without reopening the source (``frames.source`` itself cannot)."""
+
+    def no_frames_hint(self) -> str:
+        """What a user without frames can do, for the journal and `govd status` ("" for
+        nothing to say)."""
+        return ""

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from typing import Any
 
-from govd.sources.base import Frame, FrameSource
+from govd.sources.base import Frame, FrameSource, Opening
 
 
 class BusySource(FrameSource):
@@ -48,3 +49,10 @@ class BusySource(FrameSource):
     def stats(self) -> dict[str, int]:
         """Counters: ``accepted``, ``idle_ticks``, ``bad_readings``."""
         return dict(self._counts)
+
+
+def open_busy(frames: Any, opening: Opening) -> None:
+    """No shared source: with ``frames.source: busy`` the daemon gives each device its own
+    `BusySource`, fed by that device's readings; the source ``busy`` in
+    `govd.sources.registry`."""
+    return None

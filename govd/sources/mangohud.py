@@ -43,7 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from govd.sources.base import Frame, FrameSource, one_line
+from govd.sources.base import Frame, FrameSource, Opening, one_line
 from govd.sources.mangohud_folder import STEP_ENTRIES, FolderScan, Listing
 from govd.sources.mangohud_log import MAX_FRAME_MS, MangoHudLog, app_of_log
 
@@ -95,6 +95,8 @@ class MangoHudSource(FrameSource):
     kB a tick; a sparse terabyte or dozens of big logs must not cost a tick megabytes);
     ``clock``: a monotonic clock (s).
     """
+
+    meter_busy_time = True  # a log says nothing of the GPU's idle time between frames
 
     def __init__(
         self,
@@ -347,6 +349,12 @@ class MangoHudSource(FrameSource):
             counts.update(mango.counts)
         return dict(counts)
 
+    def no_frames_hint(self) -> str:
+        """What MangoHud needs to write a log govd can follow."""
+        return (f"No MangoHud log is growing in {self.folder}: start the game through "
+                "MangoHud with autostart_log=1 and MangoHud 0.6.9 or newer (README: Frames "
+                "from games).")
+
     def close(self) -> None:
         """Close every log (and a pass over the folder under way)."""
         if self._scanning is not None:
@@ -354,3 +362,11 @@ class MangoHudSource(FrameSource):
             self._scanning = None
         for mango in self._logs.values():
             mango.close()
+
+
+def open_mangohud(frames: Any, opening: Opening) -> MangoHudSource:
+    """The MangoHud logs of the configuration's ``frames.mangohud`` (the schema requires its
+    ``dir``); the source ``mangohud`` in `govd.sources.registry`."""
+    assert frames.mangohud.dir is not None  # the schema requires it
+    return MangoHudSource(frames.mangohud.dir, rescan_s=frames.mangohud.rescan_s,
+                          clock=opening.now_s)

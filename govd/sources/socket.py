@@ -48,9 +48,10 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from govd.sources.activation import frames_fd, listen_fds
-from govd.sources.base import Frame, FrameSource
+from govd.sources.base import Frame, FrameSource, Opening, SourceSetupError
 from govd.sources.frame_line import LineRejected, parse_frame_line
 from govd.sources.senders import Senders
 
@@ -197,6 +198,22 @@ class SocketSource(FrameSource):
     def fileno(self) -> int:
         """The socket's fd, for callers that want to poll it."""
         return self._sock.fileno()
+
+    def wake_fd(self) -> int | None:
+        """The socket's fd, None while `backlog_full` (nothing more is read until `drain`)."""
+        return None if self.backlog_full else self._sock.fileno()
+
+    def reconfigure(self, frames: Any) -> None:
+        """New sender limits from a reloaded ``frames.socket`` (its path needs a restart)."""
+        s = frames.socket
+        self.set_limits(allow_uids=s.allow_uids, allow_gids=s.allow_gids, rate_fps=s.rate_fps,
+                        burst=s.burst, max_queue=s.max_queue)
+
+    def no_frames_hint(self) -> str:
+        """Where programs send their frames."""
+        return (f"Programs send frame or step times to {self.path} (govd.client; README: "
+                "Frames from programs, Frames from games); the ondemand policy governs "
+                "without frames.")
 
     @property
     def backlog_full(self) -> bool:
@@ -532,3 +549,20 @@ def _bind(path: Path, group: str | None) -> tuple[socket.socket, tuple[int, int]
                 sock.close()
                 raise SocketSetupError(f"{path}: replaced while being set up; refusing to use it")
     return sock, bound
+
+
+def open_socket(frames: Any, opening: Opening) -> SocketSource:
+    """The frame socket of the configuration's ``frames.socket`` (the one systemd passed when
+    govd is socket-activated); the source ``socket`` (and ``sim``) in `govd.sources.registry`."""
+    s = frames.socket
+    options: dict[str, Any] = {
+        "group": s.group, "allow_uids": s.allow_uids, "allow_gids": s.allow_gids,
+        "rate_fps": s.rate_fps, "burst": s.burst, "max_queue": s.max_queue,
+        "clock": opening.now_s,
+        "drain_budget_s": None if opening.paces_the_work else DRAIN_BUDGET_S,
+    }
+    try:
+        activated = SocketSource.from_systemd(**options)
+        return activated or SocketSource(Path(s.path), **options)
+    except (SocketSetupError, ValueError) as exc:
+        raise SourceSetupError(f"frame socket: {exc}") from None

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from govd.conf.commands import check_config
+from govd.commands.check_config import check_config
 from govd.conf.load import load_config
 from govd.custody.state_file import StateFileError
 from govd.daemon.daemon import Daemon, Options

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from govd.conf.commands import check_config
+from govd.commands.check_config import check_config
 from govd.conf.schema import Config
 
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -180,8 +180,8 @@ def test_without_a_device_name_a_memory_controller_is_never_picked(
 
 def test_without_a_device_name_the_gpu_beside_a_memory_controller_is_picked(
         tmp_path: Path) -> None:
+    from govd.commands.measure import _pick
     from govd.device.discovery import discover_sysfs
-    from govd.measure.cli import _pick
 
     root = tmp_path / "sys"
     rockchip_dmc(root)

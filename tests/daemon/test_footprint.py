@@ -23,7 +23,7 @@ def test_govd_run_keeps_scipy_out_and_the_governor_still_imports(tmp_path):
     out = _python(
         "import sys\n"
         "from govd.cli import build_parser\n"
-        "from govd.daemon.run import run_daemon\n"
+        "from govd.commands.run import run_daemon\n"
         f"args = build_parser('run').parse_args(['run', '--sysfs-root', '{tmp_path}', "
         f"'--state-file', '{tmp_path}/state.json'])\n"
         "status = run_daemon(args)\n"

@@ -65,7 +65,7 @@ def test_a_quiet_gpu_idles_after_after_s_at_the_lowest_level_and_the_idle_period
 
 
 def test_status_file_says_when_govd_idles(short_dir, capsys):
-    from govd.daemon.status import show_status
+    from govd.commands.status import show_status
 
     root = short_dir / "sys"
     mali_panfrost(root, governor="userspace", busy_percent=0)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from govd.daemon.status import _status_lines, device_line, frame_source_lines
+from govd.daemon.status import device_line, frame_source_lines, status_lines
 from govd.sources.base import Frame
 from tests.daemon.test_device_runner import PERIOD_S
 from tests.sources.test_source_plugs import runner_on
@@ -32,7 +32,7 @@ def test_a_device_without_frames_says_it_is_left_to_its_own_governor_and_what_to
     waiting = {"device": "card0", "state": "waiting", "policy": "energy", "level_mhz": 200.0,
                "power_w": 0.6, "waiting_since_s": 100.0,
                "no_frames_hint": "Programs send frame or step times to /run/govd/frames.sock."}
-    lines = _status_lines({"pid": 7, "written_unix_s": time.time(), "loop_time_s": 130.0,
+    lines = status_lines({"pid": 7, "written_unix_s": time.time(), "loop_time_s": 130.0,
                            "devices": [waiting]})
     assert lines[1] == ("  card0: left to its own governor until frames come (energy needs "
                         "them), 200 MHz, 0.60 W")

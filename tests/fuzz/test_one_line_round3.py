@@ -136,7 +136,7 @@ def test_sigint_before_the_daemon_is_ready_restores_and_says_one_line(tmp_path: 
         env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True)
     assert daemon.stderr is not None
     for line in daemon.stderr:
-        if line.rstrip().endswith("govd.conf.load"):  # as govd.daemon.run imports
+        if line.rstrip().endswith("govd.conf.load"):  # as govd.commands.run imports
             break
     daemon.send_signal(signal.SIGINT)
     _, err = daemon.communicate(timeout=60)

@@ -1,16 +1,13 @@
-"""``govd check-config FILE`` and ``govd config schema``: the configuration from the shell."""
+"""``govd check-config FILE``: run the checks `govd run` runs on a configuration file."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from govd.cli import UsageError
 from govd.conf.load import ConfigError, load_config
-from govd.conf.schema import Config
 
 
 def check_config(args: argparse.Namespace) -> int:
@@ -44,14 +41,8 @@ def _problems(lines: list[str]) -> int:
     return 1
 
 
-def print_schema(args: argparse.Namespace) -> int:
-    """Print the configuration's JSON Schema (for editors and other tools)."""
-    print(json.dumps(Config.model_json_schema(), indent=2))
-    return 0
-
-
 def register(subparsers: Any) -> None:
-    """Add ``check-config`` and ``config`` to the `govd` command line."""
+    """Add ``check-config`` to the `govd` command line."""
     check = subparsers.add_parser(
         "check-config", help="validate a configuration file", description=check_config.__doc__
     )
@@ -64,13 +55,3 @@ def register(subparsers: Any) -> None:
     check.add_argument("--sysfs-root", type=Path, default=Path("/sys"),
                        help="check against the devices found under this sysfs root")
     check.set_defaults(func=check_config)
-
-    config = subparsers.add_parser("config", help="configuration tools")
-    actions = config.add_subparsers(dest="config_command", metavar="ACTION")
-    schema = actions.add_parser("schema", help="print the JSON Schema of the configuration")
-    schema.set_defaults(func=print_schema)
-    config.set_defaults(func=_need_action)
-
-
-def _need_action(args: argparse.Namespace) -> int:
-    raise UsageError("say what to do: govd config schema")

@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from govd.cli import UsageError
+from govd.commands import eval_experiments
 from govd.conf.schema import Config
-from govd.eval import experiments_cli
+from govd.errors import UsageError
 from govd.model.settings import ModelSettings
 from govd.target import Target
 
@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="accept a configuration writable by others than root and the user")
     p.add_argument("--json", action="store_true", help="print JSON records instead of a table")
     p.add_argument("--plot", metavar="DIR", help="write PNG plots (matplotlib) into DIR")
-    experiments_cli.add_options(p)
+    eval_experiments.add_options(p)
     p.set_defaults(func=run)
 
 
@@ -162,8 +162,8 @@ def run(args: argparse.Namespace) -> int:
         sweeps = [read_sweep(path) for path in args.sweep]
     except (OSError, SweepFormatError) as exc:
         raise UsageError(str(exc)) from None
-    if experiments_cli.wanted(args):
-        return experiments_cli.run_experiments(args, sweeps, target, settings)
+    if eval_experiments.wanted(args):
+        return eval_experiments.run_experiments(args, sweeps, target, settings)
     progress = _Progress()
     try:
         results = evaluate(sweeps, policies, target, settings, args.idle_power_w, counters,

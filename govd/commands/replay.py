@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from govd.cli import UsageError
+from govd.errors import UsageError
 from govd.formats.trace import RunTrace
 from govd.model.online import OnlineModel
 from govd.model.settings import ModelSettings

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from govd.cli import UsageError, needs_extra
+from govd.commands.options import needs_extra
+from govd.errors import UsageError
 from govd.formats.sweep import SweepFormatError, SweepTable, read_sweep, write_sweep
 from govd.sim.gpu import SCENARIOS, simulate
 from govd.sim.levels import LEVEL_TABLES, LevelTable, LevelTableError, level_table, write_table

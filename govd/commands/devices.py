@@ -15,10 +15,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from govd.cli import UsageError
 from govd.custody.lock import held_by_a_govd
 from govd.device.base import Device, DeviceError
-from govd.device.discovery import DISCOVERERS, SYS, discover_sysfs, open_found, scan
+from govd.device.discovery import SYS, discover_sysfs, discoverers, open_found, scan
+from govd.errors import UsageError
 
 DEFAULT_LOCK_DIR = Path("/run/govd")
 """Where the shipped state file's folder keeps the locks of devices without a sysfs folder."""
@@ -76,7 +76,7 @@ def list_devices(sysfs_root: Path) -> list[dict[str, Any]]:
             rows.append(describe(open_found(found, sysfs_root)))
     if Path(sysfs_root) != SYS:
         return rows  # as `govd run` (`find_devices`): NVML GPUs are the machine's, not the tree's
-    for discoverer in DISCOVERERS:
+    for discoverer in discoverers():
         if discoverer is not discover_sysfs:
             rows.extend(describe(device) for device in discoverer(sysfs_root))
     return rows

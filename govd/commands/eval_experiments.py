@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from govd.cli import UsageError
+from govd.errors import UsageError
 from govd.formats.sweep import SweepTable
 from govd.model.settings import ModelSettings
 from govd.target import Target

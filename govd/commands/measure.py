@@ -19,7 +19,6 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from govd.cli import UsageError
 from govd.conf.load import DEFAULT_CONFIG
 from govd.custody.custody import Custody
 from govd.custody.lock import DeviceBusy
@@ -27,6 +26,7 @@ from govd.custody.signals import SignalFlags
 from govd.custody.state_file import StateFileError, measure_state_file
 from govd.device.base import Device, DeviceError, DeviceGone
 from govd.device.discovery import discover
+from govd.errors import UsageError
 from govd.formats.sweep import write_sweep
 from govd.measure.sweep import (
     CommandWork,
@@ -153,7 +153,7 @@ def measure(args: argparse.Namespace) -> int:
 def _configured_state_file(args: argparse.Namespace) -> Path:
     """The daemon's state file, from the configuration it reads: measure's state file and the
     locks of devices without a sysfs directory go beside it."""
-    from govd.daemon.run import read_config
+    from govd.commands.options import read_config
 
     config, _ = read_config(args)
     return Path(config.state_file)

@@ -10,12 +10,9 @@ curves loses its energy in its own rules (margins, hedge, probes), not in the mo
 true time), ``part="power"`` only the busy power (over the model's time): the issue's method of
 replacing one input at a time, applied to the decisions.
 
-Measured with it (issue #11, v100-sim at a 10 % slowdown, bench/results/decisions.json):
-`energy` runs 1.049x the oracle with the model's curves and about as much with the true ones,
-so the remaining gap to the hedged reference (1.015x) is the policy's. With the true time
-alone, the work-conditioned power prior measured and left out (bench/README.md) ran 1.053x at
-10 % and 0.36 % of units missed at 25 %, as main's power shape did (1.053x, 0.31 %): its
-regressions with the model's own time came from the time model, not from the power it predicted.
+What it showed on the benchmark tables (the policy's own rules, not the model, hold most of
+the remaining gap to the hedged reference) is in bench/README.md ("Energy policy: designs
+measured and left out"), beside bench/results/decisions.json.
 """
 
 from __future__ import annotations

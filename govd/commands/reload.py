@@ -22,8 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from govd.cli import UsageError
+from govd.commands.options import add_common, positive_duration, state_file_of
 from govd.daemon.status import MAX_STATUS_BYTES, status_path
+from govd.errors import UsageError
 from govd.formats.regular_file import read_regular_text
 
 POLL_S = 0.05
@@ -55,8 +56,6 @@ def _seq(status: dict[str, Any] | None) -> int:
 
 def request_reload(args: argparse.Namespace) -> int:
     """Signal the daemon to reload its configuration and wait for its verdict."""
-    from govd.daemon.run import state_file_of
-
     path = status_path(state_file_of(args))
     status = _status(path)
     if status is None:
@@ -93,3 +92,15 @@ def _answer(verdict: dict[str, Any]) -> int:
         print(f"govd reload: refused, old configuration kept: {str(line)[:500]}",
               file=sys.stderr)
     return 1
+
+
+def register(subparsers: Any) -> None:
+    """Add ``reload`` to the `govd` command line."""
+    again = subparsers.add_parser("reload", help="reload the running govd's configuration and "
+                                  "wait for its answer", description=request_reload.__doc__)
+    add_common(again)
+    again.add_argument("--pid", type=int, default=None,
+                       help="the daemon's pid (default: the status file's; systemd: $MAINPID)")
+    again.add_argument("--timeout-s", type=positive_duration, default=30.0,
+                       help="how long to wait for the answer (default 30 s)")
+    again.set_defaults(func=request_reload)

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from govd.cli import UsageError, needs_extra
+from govd.commands.options import needs_extra
+from govd.errors import UsageError
 from govd.formats.regular_file import MAX_TABLE_BYTES, read_regular
 from govd.formats.sweep import SweepFormatError, SweepTable, read_sweep
 from govd.formats.trace import COLUMNS as TRACE_COLUMNS

@@ -10,7 +10,8 @@ import argparse
 import json
 import sys
 
-from govd.cli import UsageError, needs_extra
+from govd.commands.options import needs_extra
+from govd.errors import UsageError
 from govd.eval.prior_fit import fit_prior
 from govd.eval.prior_gain import prior_gain
 from govd.formats.prior import write_prior

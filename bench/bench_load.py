@@ -62,6 +62,8 @@ from daemon_setup import (
     write_result,
 )
 
+from govd.formats.trace import read_trace  # after daemon_setup: this checkout's govd
+
 SENDERS = 64
 
 
@@ -154,12 +156,12 @@ def _status_after(path: Path, unix_s: float, daemon: subprocess.Popen[bytes]) ->
 
 def _trace_window(path: Path) -> dict[str, Any]:
     """Tick gaps and frames per tick over the ticks from the first to the last with frames."""
-    rows = [line.split(",") for line in path.read_text().splitlines()[1:]]
-    times_s = [float(r[0]) for r in rows]
-    counts = [int(r[2]) for r in rows]
+    trace = read_trace(path)  # the run trace format, metadata lines and all
+    times_s = trace.time_s.tolist()
+    counts = [int(n) for n in trace.frame_count]
     with_frames = [i for i, n in enumerate(counts) if n > 0]
     if not with_frames:
-        return {"trace_ticks": len(rows), "gap_max_us": None, "frames_per_tick_max": 0}
+        return {"trace_ticks": len(counts), "gap_max_us": None, "frames_per_tick_max": 0}
     first, last = with_frames[0], with_frames[-1]
     gaps = [b - a for a, b in zip(times_s[first:last], times_s[first + 1:last + 1], strict=True)]
     late = [(round(times_s[first + i] - times_s[first], 2), round(gap * 1e3, 1))

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_found() -> Iterator[None]:
+    """Each test leaves the root and govd loggers as it found them: `govd.cli.main` sets up a
+    handler on the sys.stderr of its test (pytest's capture, closed afterwards), and a later
+    test's log record then printed "--- Logging error ---" into that test's own stderr."""
+    root, govd = logging.getLogger(), logging.getLogger("govd")
+    handlers, levels = list(root.handlers), (root.level, govd.level)
+    govd_handlers = list(govd.handlers)
+    yield
+    root.handlers[:] = handlers
+    govd.handlers[:] = govd_handlers
+    root.setLevel(levels[0])
+    govd.setLevel(levels[1])
 
 
 @pytest.fixture

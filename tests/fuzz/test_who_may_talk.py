@@ -33,6 +33,7 @@ from tests.sysfs_fixtures import mali_panfrost
 REPO = Path(__file__).resolve().parents[2]
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a child as nobody")
+pytestmark = pytest.mark.usefixtures("whole_drains")  # each drain reads all that was sent
 
 
 @pytest.fixture

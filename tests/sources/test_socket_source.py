@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from govd.sources.socket import SocketSetupError, SocketSource
 
+pytestmark = pytest.mark.usefixtures("whole_drains")  # each drain reads all that was sent
+
 
 @pytest.fixture
 def sock_dir() -> Iterator[Path]:

@@ -49,12 +49,12 @@ $(STAMP): pyproject.toml
 	$(MAKE) -s --no-print-directory kernels
 	touch $(STAMP)
 
-# The per-tick kernels compiled ahead of time (govd/model/build_kernels.py), so that `govd run`
+# The per-tick kernels compiled ahead of time (govd/kernels/build.py), so that `govd run`
 # imports neither numba nor llvmlite (~40 MB, ~0.3 s). The tests then run what the installed
 # service runs; tests/test_kernels_aot.py compares it with numba's JIT and rebuilds it when the
 # kernel sources changed. A failed build fails nothing: govd falls back to numba's JIT.
 kernels:
-	-@$(PY) -m govd.model.build_kernels || echo "govd: kernels not compiled ahead of time; govd uses numba's JIT"
+	-@$(PY) -m govd.kernels.build || echo "govd: kernels not compiled ahead of time; govd uses numba's JIT"
 
 # pytest exits 5 when it collected nothing: for us that is a failure, never a pass. The setup
 # installed umockdev, so the udev tests must run here, not skip. One pytest-xdist worker per
@@ -66,14 +66,15 @@ test: setup
 
 lint: setup
 	$(PY) -m ruff check govd tests bench
-	$(PY) -m mypy govd/model govd/policy govd/governor.py
+	$(PY) -m mypy govd/model govd/kernels govd/policy govd/governor.py
 
 bench: setup
 	$(PY) bench/bench_model.py
 
 # The README's first command: the real daemon governs the built-in simulated GPU (a separate
-# process keeping a devfreq tree in a temporary folder) for 600 simulated seconds at 10x speed,
-# about a minute, printing a status line per second and the comparison with ondemand at the end.
+# process keeping a devfreq tree in a temporary folder, in lockstep with the daemon) for 600
+# simulated seconds at up to 10x speed, printing a status line per wall second and, at the end,
+# the comparison with the twins under the kernel's performance and simple_ondemand governors.
 demo: setup
 	$(PY) -m govd run --sim --speed 10 --duration-s 600
 
@@ -104,7 +105,7 @@ install: setup
 	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q '.[metrics]'
 	@# in the installed package, from its own sources (a failure only costs numba's JIT); -I: a
 	@# PYTHONPATH naming a checkout would build that checkout's kernels instead
-	-@cd / && NUMBA_CACHE_DIR=$$(mktemp -d) sh -c '$(DESTDIR)$(APPDIR)/bin/python -I -m govd.model.build_kernels; \
+	-@cd / && NUMBA_CACHE_DIR=$$(mktemp -d) sh -c '$(DESTDIR)$(APPDIR)/bin/python -I -m govd.kernels.build; \
 	  rc=$$?; rm -rf "$$NUMBA_CACHE_DIR"; exit $$rc' || \
 	  echo "govd install: kernels not compiled ahead of time; govd will use numba's JIT (it says so at start)"
 	@# pip writes the venv's own path into its scripts' #! lines; staged, that is the DESTDIR
@@ -118,7 +119,8 @@ install: setup
 	install -m 0644 systemd/govd.service systemd/govd.socket $(DESTDIR)$(UNITDIR)/
 	install -m 0644 systemd/govd.sysusers $(DESTDIR)$(SYSUSERSDIR)/govd.conf
 	install -m 0644 systemd/govd.tmpfiles $(DESTDIR)$(TMPFILESDIR)/govd.conf
-	install -m 0644 systemd/mangohud-home.conf.example systemd/fdinfo.conf.example $(DESTDIR)$(DOCDIR)/
+	@# every example drop-in the README names (metrics, MangoHud home folder, fdinfo, sysctl)
+	install -m 0644 systemd/*.example $(DESTDIR)$(DOCDIR)/
 	@# never overwrite a configuration the administrator has edited
 	test -e $(DESTDIR)$(CONFDIR)/govd.yaml || install -m 0644 config/govd.yaml $(DESTDIR)$(CONFDIR)/govd.yaml
 	@[ -n "$(DESTDIR)" ] || $(MAKE) -s --no-print-directory install-system
@@ -141,6 +143,22 @@ uninstall:
 	rm -f $(DESTDIR)$(UNITDIR)/govd.service $(DESTDIR)$(UNITDIR)/govd.socket \
 	  $(DESTDIR)$(SYSUSERSDIR)/govd.conf $(DESTDIR)$(TMPFILESDIR)/govd.conf $(DESTDIR)$(BINDIR)/govd
 	rm -rf $(DESTDIR)$(APPDIR) $(DESTDIR)$(DOCDIR)
+	@# drop-ins copied from the examples as they are go; any other is the administrator's
+	@if [ -d $(DESTDIR)$(UNITDIR)/govd.service.d ]; then \
+	  for f in $(DESTDIR)$(UNITDIR)/govd.service.d/*.conf; do \
+	    [ -e "$$f" ] || continue; \
+	    for e in systemd/*.example; do cmp -s "$$e" "$$f" && rm -f "$$f" && break; done; \
+	  done; \
+	  rmdir $(DESTDIR)$(UNITDIR)/govd.service.d 2>/dev/null || \
+	    echo "kept $(DESTDIR)$(UNITDIR)/govd.service.d (drop-ins not from govd:" \
+	      "$$(ls $(DESTDIR)$(UNITDIR)/govd.service.d | tr '\n' ' ' | sed 's/ $$//'))"; \
+	fi
+	@# what install-system made: MangoHud's folder (logs kept there are transient, cleaned
+	@# after 7 days anyway) and the group
+	@if [ -z "$(DESTDIR)" ]; then \
+	  rm -rf /var/lib/govd/mangohud; rmdir /var/lib/govd 2>/dev/null || true; \
+	  if getent group govd >/dev/null; then groupdel govd || echo "govd uninstall: group govd kept (groupdel failed)"; fi; \
+	fi
 	@# the configuration goes only if it is still the shipped one
 	@if cmp -s config/govd.yaml $(DESTDIR)$(CONFDIR)/govd.yaml; then \
 	  rm -f $(DESTDIR)$(CONFDIR)/govd.yaml; rmdir $(DESTDIR)$(CONFDIR) 2>/dev/null || true; \

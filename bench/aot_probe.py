@@ -1,4 +1,4 @@
-"""What the compiled kernels (`govd.model.kernels`, `python -m govd.model.build_kernels`)
+"""What the compiled kernels (`govd.kernels.loader`, `python -m govd.kernels.build`)
 change in the daemon's start-up, memory and per-tick call cost (issue #14).
 
 In fresh processes of the given interpreter (the installed service's venv, whose `make install`
@@ -13,7 +13,7 @@ anonymous memory (``/proc/self/smaps_rollup``) and wall time:
 
 Then, over the same few hundred ticks in each mode, whether the model's state is the same to
 the bit, and the cost of one ``model_tick`` call: numba's dispatcher, the compiled kernel
-behind `govd.model.kernels.guarded`'s check of its arrays, and the compiled kernel alone.
+behind `govd.kernels.loader.guarded`'s check of its arrays, and the compiled kernel alone.
 ``--build`` also rebuilds the extension in that venv and records how long it takes.
 
 Last, ``--pairs`` interleaved pairs of `govd run` on the live simulated GPU (game-medium, real
@@ -74,7 +74,7 @@ t = time.perf_counter()
 model = govd.model.online.OnlineModel(numpy.array([200.0, 400.0, 600.0, 800.0]))
 model.update(5.0, 400.0, numpy.zeros(0), 20.0, 0.5, 0.5, 16.6)
 mark('first OnlineModel and tick', t)
-from govd.model import kernels
+from govd.kernels import loader as kernels
 steps['kernels'] = kernels.MODE_REASON
 steps['numba imported'] = 'numba' in sys.modules
 steps['llvmlite imported'] = 'llvmlite' in sys.modules
@@ -85,7 +85,7 @@ print(repr(steps))
 _TICKS = """
 import sys, timeit, math, hashlib
 import numpy as np
-from govd.model import kernels
+from govd.kernels import loader as kernels
 from govd.model.online import OnlineModel
 from govd.model import tick
 levels = [200.0, 300.0, 400.0, 600.0, 800.0]
@@ -125,7 +125,7 @@ def _run(python: str, code: str, mode: str, *args: str) -> object:
 def _build(python: str) -> dict[str, object]:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="govd-aot-") as scratch:
-        done = subprocess.run([python, "-m", "govd.model.build_kernels"], cwd=scratch,
+        done = subprocess.run([python, "-m", "govd.kernels.build"], cwd=scratch,
                               env={**env(repo=python == sys.executable), "GOVD_KERNELS": "jit"},
                               capture_output=True, text=True, timeout=900)
     return {"wall_s": round(time.perf_counter() - start, 1), "returncode": done.returncode,
@@ -194,7 +194,7 @@ def main() -> None:
     assert isinstance(jit_ticks, dict) and isinstance(aot_ticks, dict)
     result = {
         "benchmark": "numba's JIT against the per-tick kernels compiled ahead of time "
-                     "(govd.model.build_kernels): start-up steps, memory, call cost",
+                     "(govd.kernels.build): start-up steps, memory, call cost",
         "python": args.python,
         "build": build,
         "jit_steps": _run(args.python, _STEPS, "jit"),
@@ -213,7 +213,7 @@ def main() -> None:
         "notes": "each step's anon_mb is the process's Anonymous memory after it (MiB), "
                  "wall_s the step's own time; a fresh process per column, numba's cache warm. "
                  "call_us: the best of 5 x 20000 model_tick calls (M=2, 5 levels, no "
-                 "counters); aot_guarded is what govd calls (govd.model.kernels.guarded checks "
+                 "counters); aot_guarded is what govd calls (govd.kernels.loader.guarded checks "
                  "the arrays' type, dtype, layout and writability), aot_unguarded the extension's "
                  "function alone. daemon_interleaved: per mode, one govd run per pair "
                  "(cpu_per_tick_us from /proc utime+stime over the window, anon_mb etc. from "

@@ -20,7 +20,7 @@ idles. Measured:
 
 ``--python`` runs the daemon with another interpreter, e.g. the venv `make install DESTDIR=...`
 created (no test extras), and then the govd installed there. The result says which kernels that
-govd runs (compiled ahead of time or numba's JIT, `govd.model.kernels`). The previous result's
+govd runs (compiled ahead of time or numba's JIT, `govd.kernels.loader`). The previous result's
 figures are kept beside the new ones under ``previous``.
 
 Writes `bench/results/daemon.json`.
@@ -162,9 +162,9 @@ def _wakes(tmp: Path, daemon: subprocess.Popen[bytes], count: int) -> list[float
 
 
 def _kernels(python: str | None, folder: Path) -> str:
-    """Which kernels the daemon's govd runs (`govd.model.kernels.MODE_REASON`), asked from
+    """Which kernels the daemon's govd runs (`govd.kernels.loader.MODE_REASON`), asked from
     ``folder`` as `start_daemon` starts it (an installed interpreter imports its own govd)."""
-    code = "from govd.model import kernels; print(kernels.MODE_REASON)"
+    code = "from govd.kernels import loader; print(loader.MODE_REASON)"
     done = subprocess.run(
         [python or sys.executable, "-c", code],
         env=env(repo=python is None), cwd=folder, capture_output=True, text=True, timeout=120)

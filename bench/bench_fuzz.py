@@ -43,7 +43,7 @@ from bench import fuzz_cli  # noqa: E402
 from govd.conf import ConfigError, load_config  # noqa: E402
 from govd.formats.sweep import SweepFormatError, read_sweep  # noqa: E402
 from govd.formats.trace import TraceFormatError, read_trace  # noqa: E402
-from govd.sources.frame_line import REASONS  # noqa: E402
+from govd.sources.frame_line import MAX_GPU_TIME_US, REASONS  # noqa: E402
 from govd.sources.mangohud import MAX_FRAME_MS, MangoHudSource  # noqa: E402
 from govd.sources.socket import SocketSource  # noqa: E402
 
@@ -163,8 +163,8 @@ def _drain(src: SocketSource, tally: Tally) -> None:
         return
     tally.counts["frames_received"] += len(frames)
     tally.counts["frames_out_of_limits"] += sum(
-        not (0 < f.gpu_time_ms <= 10_000) or (f.target_fps is not None and not 0 < f.target_fps
-                                              <= 1000) for f in frames)
+        not (0 < f.gpu_time_ms <= MAX_GPU_TIME_US / 1000)
+        or (f.target_fps is not None and not 0 < f.target_fps <= 1000) for f in frames)
 
 
 # -- configurations ---------------------------------------------------------------------------

@@ -43,9 +43,9 @@ from daemon_setup import (
 )
 
 from govd.conf.schema import Config
+from govd.custody.state_file import load_state
 from govd.daemon.daemon import Daemon, Options
 from govd.daemon.loop import Clock
-from govd.daemon.state import load_state
 from govd.daemon.status import status_path
 from govd.sim.live import TICK_MS, LiveGpu
 

@@ -10,6 +10,9 @@ without a home may lack). Errors the user can fix are printed as one line.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -22,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "config": "govd.conf.commands",
     "run": "govd.daemon.run",
     "restore": "govd.daemon.run",
+    "reload": "govd.daemon.run",
     "status": "govd.daemon.run",
     "eval": "govd.eval.cli",
     "replay": "govd.eval.trace_cli",
@@ -67,17 +71,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `govd` console script; returns the exit status."""
     args_list = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in args_list if not a.startswith("-")), None)
-    parser = build_parser(command)
-    args = parser.parse_args(args_list)
-    func = getattr(args, "func", None)
-    if func is None:
-        parser.print_help()
-        return 2
     try:
+        # Inside the try: Ctrl-C while the command's module imports (numba, pydantic: the
+        # first fraction of a second) ends quietly too.
+        parser = build_parser(command)
+        args = parser.parse_args(args_list)
+        func = getattr(args, "func", None)
+        if func is None:
+            parser.print_help()
+            return 2
         status: int = func(args)
+        sys.stdout.flush()
     except UsageError as exc:
-        print(f"govd {args.command}: {exc}", file=sys.stderr)
+        print(f"govd {command}: {exc}", file=sys.stderr)  # measure's args.command is its CMD
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `govd status | head`: the reader left. Nothing more can be said to it; the rest of
+        # the output goes nowhere so that the flush at exit does not raise again.
+        _stdout_to_devnull()
+        return 128 + signal.SIGPIPE  # as a shell reports a process ended by SIGPIPE
+    except ImportError as exc:
+        # govd.model.kernels refuses the kernel mode asked for (GOVD_KERNELS unknown, or aot
+        # without a fresh extension) in one line of its own, at import.
+        if not str(exc).startswith("GOVD_KERNELS="):
+            raise
+        print(f"govd {command}: {exc}", file=sys.stderr)
+        return 2
     return status
+
+
+def _stdout_to_devnull() -> None:
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

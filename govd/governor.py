@@ -1,7 +1,9 @@
 """The pure core: one `Governor` per device turns a tick's `Sample` into a `Decision`.
 
 No I/O, no clock, no logging: the daemon, the evaluator, trace replay and the tests all drive
-this same object; only what feeds it differs.
+this same object; only what feeds it differs. Everything it counts in time it counts in ticks
+of the period it is given (the fallback's grace, the dwell), never in the work's own time nor
+the wall clock's, so that a replay decides as the live run did.
 """
 
 from __future__ import annotations
@@ -9,23 +11,24 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from govd.model import forms
 from govd.model.arrays import FloatArray
-from govd.model.online import OnlineModel
+from govd.model.base import Model, SeedableModel
 from govd.model.prior import Prior, PriorSeeder
-from govd.model.scaling_model import ScalingModel
 from govd.model.settings import ModelSettings
 from govd.model.stress import StressDetector, StressSettings
 from govd.model.tick import STRESS_RESET, WAS_RESET
-from govd.model.two_domain import TwoDomainModel, nearest_pair
+from govd.model.two_domain import nearest_pair
 from govd.policy.base import Outlook, Policy
 from govd.policy.static import Performance
+from govd.sample import Sample
 from govd.target import Target
 
-_NO_COUNTERS = np.zeros(0)
+__all__ = ["Decision", "Governor", "Sample"]
 
 ERROR_WEIGHT = 0.05
 """Weight of the newest squared prediction error in the running RMS (about 20 ticks, 1 s)."""
@@ -35,36 +38,16 @@ FALLBACK_GRACE_S = 1.0
 0.05–0.3 s, seed 000). Units: s."""
 
 PERIOD_S = 0.05
-"""The nominal tick period the grace is counted in. Units: s. The grace is counted in ticks,
-not in the work's own time: a unit of compute work may last 0.04 ms, and a 1 s grace counted
-in unit durations lasted 25 000 units on V100 kernel mixes (issue #11)."""
+"""The nominal tick period the grace and the dwell are counted in when none is given. Units:
+s. They are counted in ticks, not in the work's own time: a unit of compute work may last
+0.04 ms, and a 1 s grace counted in unit durations lasted 25 000 units on V100 kernel mixes
+(issue #11)."""
 
 
-@dataclass(slots=True)
-class Sample:
-    """What one tick observed on one device."""
-
-    freq_mhz: float
-    """Frequency that actually ran (read back). Units: MHz."""
-    frame_time_ms: float = math.nan
-    """Mean GPU time per frame completed in the tick; NaN when none completed. Units: ms."""
-    frame_count: int = 0
-    """Frames completed in the tick."""
-    interval_s: float = 0.05
-    """Length of the tick. Units: s."""
-    busy: float = math.nan
-    """Device utilisation 0..1; NaN lets the governor derive it from the frames."""
-    power_w: float = math.nan
-    """Average power over the tick (idle included). Units: W."""
-    mem_activity: float = math.nan
-    """Memory activity 0..1, NaN when unknown."""
-    counters: FloatArray = field(default_factory=lambda: _NO_COUNTERS)
-    """The model's counters, in `ModelSettings.counters` order."""
-    mem_freq_mhz: float = math.nan
-    """Memory clock that actually ran, with two clock domains (NaN otherwise). Units: MHz."""
-    late_share: float = math.nan
-    """Share of the tick's frames that took longer than the frame deadline, 0..1 (NaN: not
-    judged, e.g. pseudo-frames of busy time, which have no deadline)."""
+def ticks_of(duration_s: float, period_s: float) -> int:
+    """Whole ticks of ``period_s`` in ``duration_s`` (s), at least one for any positive
+    duration (a duration shorter than a tick still holds for the tick it starts in)."""
+    return max(1, round(duration_s / period_s)) if duration_s > 0 else 0
 
 
 @dataclass(slots=True)
@@ -72,7 +55,8 @@ class Decision:
     """The level chosen for the next tick, and what the model predicted."""
 
     level: int
-    """Index of the chosen level (ascending table)."""
+    """Index of the level to run next (ascending table): the policy's choice, or the level
+    in force while the dwell holds it (``held``)."""
     freq_mhz: float
     """The chosen level's frequency. Units: MHz."""
     outlook: Outlook
@@ -84,6 +68,20 @@ class Decision:
     the main policy decides."""
     mem_freq_mhz: float | None = None
     """The chosen level's memory clock with two clock domains, else None. Units: MHz."""
+    held: bool = False
+    """The policy asked for another level and the dwell kept this one."""
+
+
+class _FormState:
+    """One form's model and what watches it; a governor keeps one per form it has run, so
+    that switching back (``model.form: auto``, another kind of target) resumes it."""
+
+    __slots__ = ("model", "seeder", "stress")
+
+    def __init__(self, model: Model, stress: StressDetector, seeder: PriorSeeder | None) -> None:
+        self.model = model
+        self.stress = stress
+        self.seeder = seeder
 
 
 class Governor:
@@ -103,6 +101,7 @@ class Governor:
         mem_levels_mhz: Sequence[float] | FloatArray | None = None,
         prior: Prior | None = None,
         period_s: float = PERIOD_S,
+        min_dwell_s: float = 0.0,
     ) -> None:
         """``levels_mhz``: the device's levels, ascending; ``bounds_mhz``: (min, max) core
         clock allowed, None for all; ``idle_power_w``: known idle power (W) or NaN to learn it;
@@ -110,43 +109,55 @@ class Governor:
         (performance when None); ``mem_levels_mhz``: with two clock domains, the memory clock of
         each level (levels are then (core, memory) pairs sorted by core then memory clock),
         else None; ``prior``: clusters of scaling curves that seed the model after its first
-        samples (`govd.model.prior`, one clock domain), None to start from a_init;
-        ``period_s``: the tick period (s) the fallback grace is counted in."""
+        samples (`govd.model.prior`, one clock domain, forms that take one), None to start
+        from a_init; ``period_s``: the tick period (s) the grace and the dwell are counted in;
+        ``min_dwell_s``: shortest time (s) a level is kept before another is chosen.
+        Raises ValueError for any of them out of range, a prior with pairs or with a form
+        that takes none."""
         if prior is not None and mem_levels_mhz is not None:
             raise ValueError("a prior holds core-clock scaling curves: one clock domain only")
         if not (math.isfinite(fallback_grace_s) and fallback_grace_s >= 0):
             raise ValueError(f"fallback_grace_s must be >= 0 s, got {fallback_grace_s}")
         if not (math.isfinite(period_s) and period_s > 0):
             raise ValueError(f"period_s must be > 0 s, got {period_s}")
-        self.model: OnlineModel | ScalingModel
-        self.mem_levels_mhz: FloatArray | None = None
-        settings = model_settings or ModelSettings()
-        form = settings.form_for(throughput=target.max_slowdown is not None)
-        if prior is not None and settings.form == "auto":
-            form = "seed"  # a prior holds eq. 10's coefficients
-        if form == "scaling":
-            if prior is not None:
-                raise ValueError("a prior seeds the seed form only (model.form: seed)")
-            self.model = ScalingModel(levels_mhz, settings, idle_power_w, mem_levels_mhz)
-            self.mem_levels_mhz = self.model.mem_levels_mhz
-        elif mem_levels_mhz is None:
-            self.model = OnlineModel(levels_mhz, model_settings, idle_power_w)
-        else:
-            self.model = TwoDomainModel(levels_mhz, mem_levels_mhz, model_settings, idle_power_w)
-            self.mem_levels_mhz = self.model.mem_levels_mhz
+        if not (math.isfinite(min_dwell_s) and min_dwell_s >= 0):
+            raise ValueError(f"min_dwell_s must be >= 0 s, got {min_dwell_s}")
+        self.model_settings = settings = model_settings or ModelSettings()
+        self._levels_in = np.asarray(levels_mhz, dtype=np.float64)
+        self._mems_in = (None if mem_levels_mhz is None
+                         else np.asarray(mem_levels_mhz, dtype=np.float64))
+        self.idle_power_w = idle_power_w
+        self.prior = prior
+        self.stress_settings = stress_settings
+        self._states: dict[str, _FormState] = {}
+        self.target = target
+        frame_rate = target.fps is not None
+        # Every form the setting can put in force is built now, so that a table one of them
+        # refuses is refused here, not at the tick the target changes.
+        for name in sorted(forms.forms_in_force(settings.form, None, prior is not None)):
+            self._state(name)
+        self.form = ""
+        """The name of the form in force."""
+        self.model: Model
+        self.stress: StressDetector
+        self.seeder: PriorSeeder | None
+        self._use(forms.resolve(settings.form, frame_rate, prior is not None))
+        self._frame_rate = frame_rate
         self.policy = policy
         self.fallback = fallback if fallback is not None else Performance()
         self.fallback_grace_s = fallback_grace_s
-        self.grace_ticks = max(1, round(fallback_grace_s / period_s)) if fallback_grace_s else 0
-        self.stress = StressDetector(self.model, stress_settings)
-        self.seeder = PriorSeeder(prior, self.model.levels_mhz) if prior is not None else None
+        self.period_s = period_s
+        self.grace_ticks = ticks_of(fallback_grace_s, period_s)
+        self.min_dwell_s = min_dwell_s
+        self.dwell_ticks = ticks_of(min_dwell_s, period_s)
+        """Ticks a chosen level is kept at least (0: none)."""
         self.fallback_reason: str | None = None
         """The stress condition whose grace period is running, None when none is."""
         self._grace_left = 0
         self.stress_episodes = 0
         """Times the model was reset for stress."""
-        self.target = target
-        self.levels_mhz = self.model.levels_mhz
+        self.levels_mhz: FloatArray = self.model.levels_mhz
+        self.mem_levels_mhz: FloatArray | None = self.model.mem_levels_mhz
         self._levels = [float(f) for f in self.levels_mhz]
         self.lo, self.hi = 0, len(self._levels) - 1
         if bounds_mhz is not None:
@@ -155,11 +166,32 @@ class Governor:
         self._expected_level = -1
         self._expected_ms = math.nan
         self._error_sq = math.nan
-        # Looked up once, not per tick: the model never changes kind, and each lookup below is
-        # another object a cold tick touches.
-        self._with_mem_freq = isinstance(self.model, (TwoDomainModel, ScalingModel))
-        self._sd_now = hasattr(self.model, "time_sd_now")
-        self._sd_top = hasattr(self.model, "time_sd_top")
+        self._chosen = -1
+        self._since_change = 0
+
+    def _state(self, name: str) -> _FormState:
+        """The state of form ``name``, built on first use."""
+        state = self._states.get(name)
+        if state is None:
+            entry = forms.form(name)
+            if self.prior is not None and not entry.takes_prior:
+                raise ValueError(f"a prior seeds the seed form only (model.form: {name} "
+                                 "takes none)")
+            model = entry.build(self._levels_in, self._mems_in, self.model_settings,
+                                self.idle_power_w)
+            seeder = (PriorSeeder(self.prior, model.levels_mhz) if self.prior is not None
+                      else None)
+            state = _FormState(model, StressDetector(model, self.stress_settings), seeder)
+            self._states[name] = state
+        return state
+
+    def _use(self, name: str) -> None:
+        """Put form ``name`` in force (its state as it was left)."""
+        state = self._state(name)
+        self.form = name
+        self.model = state.model
+        self.stress = state.stress
+        self.seeder = state.seeder
 
     def set_bounds(self, min_mhz: float, max_mhz: float) -> None:
         """Restrict decisions to levels within [min_mhz, max_mhz] (at least one level)."""
@@ -190,26 +222,24 @@ class Governor:
     def step(self, sample: Sample) -> Decision:
         """Learn from the tick, predict every level, let the policy choose the next one."""
         # Run once per device every 50 ms, each time with cold caches: the one-line helpers
-        # that were called once per tick (error tracking, late share) are written out here,
-        # and what does not change is looked up at construction (`_with_mem_freq`).
+        # that were called once per tick (error tracking, late share) are written out here.
         busy = sample.busy
         frame_time_ms = sample.frame_time_ms
-        frame_count = sample.frame_count
+        frame_count = round(sample.frame_count)  # whole frames, as the daemon always gave
         interval_s = sample.interval_s
         if not math.isfinite(busy) and frame_count > 0 and interval_s > 0:
             busy = min(1.0, frame_count * frame_time_ms / (interval_s * 1e3))
         target = self.target
+        frame_rate = target.fps is not None
+        if frame_rate is not self._frame_rate:
+            # another kind of target (another application's): the form in force may change
+            self._frame_rate = frame_rate
+            self._use(forms.resolve(self.model_settings.form, frame_rate, self.prior is not None))
         model = self.model
-        if self._with_mem_freq:
-            flags = model.update(  # type: ignore[call-arg]
-                frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
-                sample.mem_activity, target.deadline_ms, sample.mem_freq_mhz,
-            )
-        else:
-            flags = model.update(
-                frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
-                sample.mem_activity, target.deadline_ms,
-            )
+        flags = model.update(
+            frame_time_ms, sample.freq_mhz, sample.counters, sample.power_w, busy,
+            sample.mem_activity, target.deadline_ms, sample.mem_freq_mhz,
+        )
         condition = self.stress.observe(flags, frame_time_ms, sample.counters)
         if condition is not None:
             self._start_fallback(condition)
@@ -224,8 +254,7 @@ class Governor:
         levels = self._levels
         lo, hi = self.lo, self.hi
         current = self.nearest_level(sample.freq_mhz, sample.mem_freq_mhz)
-        # `_track_error`: last tick's prediction for the level that then ran, against this
-        # tick's frames.
+        # last tick's prediction for the level that then ran, against this tick's frames
         expected_ms = self._expected_ms
         if (current == self._expected_level and frame_time_ms > 0 and expected_ms > 0
                 and math.isfinite(frame_time_ms)):
@@ -234,24 +263,16 @@ class Governor:
                 self._error_sq = err * err
             else:
                 self._error_sq += ERROR_WEIGHT * (err * err - self._error_sq)
-        ready = model.ready
-        time_ms = model.time_ms
+        predictions = model.predictions()
         view = Outlook(
             levels_mhz=self.levels_mhz,
             lo=lo,
             hi=hi,
             current=current,
-            time_ms=time_ms,
-            power_w=model.power_w,
-            energy_mj=model.energy_mj,
-            sensitivity_ms_per_mhz=model.sensitivity_ms_per_mhz,
-            model_ready=ready,
+            predictions=predictions,
             time_error=math.sqrt(self._error_sq),
             # NaN without frames or a frame-rate target
-            late_share=(sample.late_share if target.fps is not None and frame_count > 0
-                        else math.nan),
-            time_sd_now=model.time_sd_now if self._sd_now else None,  # type: ignore[union-attr]
-            time_sd_top=model.time_sd_top if self._sd_top else None,  # type: ignore[union-attr]
+            late_share=sample.late_share if frame_rate and frame_count > 0 else math.nan,
             busy=busy,
             interval_s=interval_s,
             target=target,
@@ -260,12 +281,28 @@ class Governor:
         )
         deciding = self.policy if self.fallback_reason is None else self.fallback
         level = min(max(int(deciding.decide(view)), lo), hi)
+        held = self._dwell(level, lo, hi)
+        if held:
+            level = self._chosen
         self.ticks += 1
         self._expected_level = level
-        self._expected_ms = float(time_ms[level]) if ready else math.nan
+        self._expected_ms = float(predictions.time_ms[level]) if predictions.ready else math.nan
         mem_mhz = None if mem_levels is None else float(mem_levels[level])
-        return Decision(level, levels[level], view, flags,
-                        fallback=self.fallback_reason, mem_freq_mhz=mem_mhz)
+        return Decision(level, levels[level], view, flags, fallback=self.fallback_reason,
+                        mem_freq_mhz=mem_mhz, held=held)
+
+    def _dwell(self, level: int, lo: int, hi: int) -> bool:
+        """Whether the dwell keeps the level chosen before instead of ``level``: another level
+        is taken only ``dwell_ticks`` after the last change (a level outside the bounds in
+        force is left at once)."""
+        chosen = self._chosen
+        if level == chosen or chosen < 0 or not lo <= chosen <= hi \
+                or self._since_change >= self.dwell_ticks:
+            self._since_change = 1 if level != chosen else self._since_change + 1
+            self._chosen = level
+            return False
+        self._since_change += 1
+        return True
 
     def _seed_from_prior(self, flags: int, sample: Sample) -> None:
         """Feed the prior's seeder; a model reset (numeric or stress) starts it over."""
@@ -274,7 +311,9 @@ class Governor:
             self.seeder.reset()
         seeded = self.seeder.observe(sample.freq_mhz, sample.frame_time_ms)
         if seeded is not None:
-            self.model.seed(seeded[1], seeded[2])
+            model = self.model
+            assert isinstance(model, SeedableModel)
+            model.seed(seeded[1], seeded[2])
 
     def _start_fallback(self, condition: str) -> None:
         """Reset the model and hand decisions to the fallback policy for the grace period (a
@@ -298,15 +337,19 @@ class Governor:
         self.policy.reset()
 
     def reset(self) -> None:
-        """Forget the model and the policy's history (new workload, device taken back)."""
-        self.model.reset()
+        """Forget every form's model and the policy's history (new workload, device taken
+        back)."""
+        for state in self._states.values():
+            state.model.reset()
+            state.stress.reset()
+            if state.seeder is not None:
+                state.seeder.reset()
         self.policy.reset()
-        self.stress.reset()
-        if self.seeder is not None:
-            self.seeder.reset()
         self.fallback_reason = None
         self._grace_left = 0
         self.ticks = 0
         self._expected_level = -1
         self._expected_ms = math.nan
         self._error_sq = math.nan
+        self._chosen = -1
+        self._since_change = 0

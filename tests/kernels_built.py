@@ -25,12 +25,12 @@ def python(code: str, *args: str, mode: str = "auto", pythonpath: Path = REPO,
 
 def ensure_built() -> Path:
     """The extension for the current sources in govd/model (built now if missing)."""
-    probe = ("from govd.model.kernels import load_extension\n"
+    probe = ("from govd.kernels.loader import load_extension\n"
              "ext, why, _ = load_extension()\n"
              "print(ext.module.__file__ if ext else '')\n")
     path = python(probe, mode="jit").stdout.strip()
     if not path:
-        done = python("from govd.model.build_kernels import main; raise SystemExit(main())",
+        done = python("from govd.kernels.build import main; raise SystemExit(main())",
                       mode="jit", check=False)
         assert done.returncode == 0, f"the kernels do not build: {done.stderr}"
         path = python(probe, mode="jit").stdout.strip()

@@ -217,9 +217,11 @@ def _pinned_pair_rules(
 def i915_gen9(
     root: Path, card: str = "card0", rpn: int = 300, rp0: int = 1150,
     min_mhz: int = 300, max_mhz: int = 1150, act_mhz: int = 300, hwmon: bool = False,
+    bdf: str = "0000:00:02.0", device_id: int = 0x1912,
 ) -> tuple[Path, KernelSysfs]:
-    """A gen9 GT (Skylake GT2: RPn 300, RP0 1150, unit 50/3 MHz). Returns (card dir, kernel)."""
-    path = pci_card(root, "0000:00:02.0", "i915", card, device_id=0x1912)
+    """A gen9 GT (Skylake GT2: RPn 300, RP0 1150, unit 50/3 MHz) in PCI slot ``bdf``. Returns
+    (card dir, kernel)."""
+    path = pci_card(root, bdf, "i915", card, device_id=device_id)
     files = {"gt_RPn_freq_mhz": rpn, "gt_RP0_freq_mhz": rp0, "gt_RP1_freq_mhz": 350,
              "gt_min_freq_mhz": min_mhz, "gt_max_freq_mhz": max_mhz, "gt_boost_freq_mhz": rp0,
              "gt_act_freq_mhz": act_mhz, "gt_cur_freq_mhz": act_mhz}
@@ -339,12 +341,15 @@ def devfreq_soc(
     root: Path, name: str, driver: str, freqs_hz: list[int], governor: str = "simple_ondemand",
     governors: str = "userspace powersave performance simple_ondemand",
     busy_percent: int | None = None, energy_uj: int | None = None,
-    compatible: str | None = None,
+    compatible: str | None = None, set_freq: str | None = None,
 ) -> tuple[Path, KernelSysfs]:
     """A platform device under devfreq (a GPU unless told otherwise); returns (devfreq dir,
     kernel). set_freq appears only while the userspace governor runs, clamped to min/max and
     rounded up to an OPP. ``compatible``: the device tree's ``compatible`` strings, as the kernel
-    shows them (NUL-separated) in ``of_node/compatible``."""
+    shows them (NUL-separated) in ``of_node/compatible``. ``set_freq``: what it holds when the
+    tree is built under userspace (default: the lowest level, a request another tool made;
+    ``"undefined"``: userspace just selected, nothing asked yet, which only the kernel's rules
+    can show again after a restore, not a tree of plain files)."""
     platform = root / "devices/platform" / name
     _put(root / "bus/platform/drivers" / driver / "bind", "")
     _link(platform / "driver", root / "bus/platform/drivers" / driver)
@@ -364,7 +369,7 @@ def devfreq_soc(
     for file, value in files.items():
         _put(path / file, value)
     if governor == "userspace":
-        _put(path / "userspace/set_freq", "undefined")
+        _put(path / "userspace/set_freq", set_freq or freqs_hz[0])
     if busy_percent is not None:
         _put(platform / "gpu_busy_percent", busy_percent)
     if energy_uj is not None:

@@ -1,5 +1,5 @@
 """The evaluator's references beside the oracle (`govd.eval.reference`) and the counter
-selection of the scaling form (`govd.model.scaling_selection`)."""
+selection of the scaling form (`govd.research.scaling_selection`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from govd.eval.reference import (
 )
 from govd.eval.score import violations
 from govd.formats.sweep import SweepTable
-from govd.model.scaling_selection import scaling_counters
 from govd.policy.oracle import oracle_levels
+from govd.research.scaling_selection import scaling_counters
 from govd.target import Target
 
 LEVELS = np.array([500.0, 700.0, 900.0, 1100.0])

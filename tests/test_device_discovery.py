@@ -117,6 +117,10 @@ def test_other_discoverers_plug_into_discover_and_the_device_list(tmp_path, monk
     monkeypatch.setattr("govd.device.cli.DISCOVERERS", discovery.DISCOVERERS)
     mali_panfrost(tmp_path)
     assert [d.name for d in discover(tmp_path)] == ["fde60000.gpu", "GPU-0"]
+    # the device list names them for the machine's own /sys (here: the tree stands for it);
+    # under another root only that tree's devices, which is all `govd run` governs there
+    assert [r["name"] for r in list_devices(tmp_path)] == ["fde60000.gpu"]
+    monkeypatch.setattr("govd.device.cli.SYS", tmp_path)
     rows = list_devices(tmp_path)
     assert rows[-1]["name"] == "GPU-0" and rows[-1]["reason"] == "needs root"
 

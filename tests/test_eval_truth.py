@@ -10,7 +10,7 @@ from govd.eval.reference import phase_means
 from govd.eval.score import unit_energy_mj
 from govd.eval.truth import TrueCurves
 from govd.target import Target
-from tests.policy_outlook import outlook
+from tests.policy_outlook import outlook, predictions
 from tests.test_decision_references import LEVELS, two_phase_table
 
 
@@ -25,7 +25,7 @@ class Recorder:
         self.resets = 0
 
     def decide(self, view) -> int:
-        self.seen.append((view.time_ms, view.energy_mj))
+        self.seen.append((view.predictions.time_ms, view.predictions.energy_mj))
         return view.hi
 
     def reset(self) -> None:
@@ -40,8 +40,8 @@ def test_the_policy_sees_the_mean_curves_of_the_phase_of_the_unit_just_measured(
     phase_of, means = phase_means(table)
     energy = unit_energy_mj(means, target, 5.0)
     for unit in (0, 199, 200, 399):
-        view = outlook(list(LEVELS), current=3, target=target, tick=unit)
-        view.model_ready = True
+        view = outlook(list(LEVELS), current=3, target=target, tick=unit,
+                       predicted=predictions(len(LEVELS), ready=True))
         assert wrapped.decide(view) == 3
         time_ms, energy_mj = inner.seen[-1]
         np.testing.assert_array_equal(time_ms, means.time_ms[phase_of[unit]])
@@ -61,10 +61,10 @@ def test_one_input_replaced_keeps_the_models_other_curve(part: str) -> None:
     inner = Recorder()
     wrapped = TrueCurves(inner, table, target, idle_power_w=5.0, part=part)
     phase_of, means = phase_means(table)
-    view = outlook(list(LEVELS), current=3, target=target, tick=250)
-    view.model_ready = True
     model_time, model_power = np.array([20.0, 15.0, 12.0, 10.0]), np.array([40.0, 50, 60, 70])
-    view.time_ms, view.power_w = model_time.copy(), model_power.copy()
+    view = outlook(list(LEVELS), current=3, target=target, tick=250,
+                   predicted=predictions(len(LEVELS), time_ms=model_time, power_w=model_power,
+                                         ready=True))
     wrapped.decide(view)
     truth_t, truth_p = means.time_ms[phase_of[250]], means.power_w[phase_of[250]]
     time_ms = truth_t if part == "time" else model_time

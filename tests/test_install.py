@@ -40,7 +40,7 @@ def test_install_lays_out_service_and_uninstall_reverses_it(
     # build's numba cache went with it
     alone = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GOVD_KERNELS")}
     kernels = subprocess.run([str(stage / "opt/govd/bin/python"), "-c",
-                              "from govd.model import kernels; print(kernels.MODE_REASON)"],
+                              "from govd.kernels import loader; print(loader.MODE_REASON)"],
                              capture_output=True, text=True, timeout=120, env=alone, cwd=tmp_path)
     assert kernels.stdout.startswith("compiled ahead of time"), kernels.stdout + kernels.stderr
     assert not list((stage / "opt/govd").rglob("*.nbi"))

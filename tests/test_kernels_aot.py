@@ -1,6 +1,6 @@
-"""The per-tick kernels compiled ahead of time (`govd.model.kernels`, `build_kernels`): the same
-results as numba's JIT to the bit, and a fall back to the JIT whenever the extension cannot be
-trusted (stale, unloadable, other argument types)."""
+"""The per-tick kernels compiled ahead of time (`govd.kernels.loader`, `govd.kernels.build`):
+the same results as numba's JIT to the bit, and a fall back to the JIT whenever the extension
+cannot be trusted (stale, unloadable, other argument types)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from govd.model.kernels import ArraySpec, guarded
+from govd.kernels.loader import ArraySpec, guarded
 from tests.kernels_built import MODEL, REPO, ensure_built, python
 
 
@@ -24,8 +24,8 @@ def extension() -> Path:
 _DRIVE = """
 import sys
 import numpy as np
-from govd.model import kernels
-from govd.model.kernel_drive import CONFIGURATIONS, drive
+from govd.kernels import loader as kernels
+from govd.kernels.drive import CONFIGURATIONS, drive
 out = {}
 for config in CONFIGURATIONS:
     for name, values in drive(config, 300, reset_at=150).items():
@@ -68,7 +68,7 @@ def _package_copy(tmp_path: Path, extension: Path | None) -> Path:
 _TICK = """
 import sys
 import numpy as np
-from govd.model import kernels
+from govd.kernels import loader as kernels
 from govd.model.online import OnlineModel
 model = OnlineModel(np.array([300.0, 600.0, 900.0]))
 for i in range(50):
@@ -192,9 +192,10 @@ def test_arrays_of_other_types_go_to_the_jit_instead_of_crashing(extension: Path
 _OUTSIDE = """
 import sys
 import numpy as np
-from govd.model import kernels, online
+from govd.kernels import loader as kernels
+from govd.model import online
 from govd.model import tick as k
-from govd.model.arnlms import arnlms_update, arnlms_update_ref
+from govd.research.arnlms import arnlms_update, arnlms_update_ref
 model = online.OnlineModel(np.array([300.0, 600.0]))
 assert 'numba' not in sys.modules
 views = k.unpack(model.state)            # numba now, calling the exported _matrix from nopython
@@ -244,7 +245,7 @@ def test_the_guard_sends_only_the_exported_array_type_to_the_compiled_kernel() -
 def _two_calls(first: np.ndarray, second: np.ndarray) -> tuple[object, set[tuple[object, ...]]]:
     import numba
 
-    from govd.model.kernels import _Kernel
+    from govd.kernels.loader import _Kernel
 
     def first_cell(a):  # type: ignore[no-untyped-def]
         return a[0]
@@ -257,7 +258,7 @@ def _two_calls(first: np.ndarray, second: np.ndarray) -> tuple[object, set[tuple
 
 
 def test_the_build_refuses_a_kernel_called_with_two_signatures() -> None:
-    from govd.model.build_kernels import BuildError, signature
+    from govd.kernels.build import BuildError, signature
 
     kernel, calls = _two_calls(np.zeros(2), np.zeros(2, dtype=np.int64))
     with pytest.raises(BuildError, match=r"first_cell is called with 2 signatures \(.*int64"):
@@ -265,7 +266,7 @@ def test_the_build_refuses_a_kernel_called_with_two_signatures() -> None:
 
 
 def test_a_read_only_and_a_writable_array_of_one_type_export_as_the_read_only_one() -> None:
-    from govd.model.build_kernels import signature
+    from govd.kernels.build import signature
 
     read_only = np.zeros(2)
     read_only.flags.writeable = False
@@ -275,12 +276,12 @@ def test_a_read_only_and_a_writable_array_of_one_type_export_as_the_read_only_on
 
 
 def test_a_failed_build_says_why_in_one_line_and_exits_1() -> None:
-    done = python("import govd.model.build_kernels as b\n"
+    done = python("import govd.kernels.build as b\n"
                   "b.entry_calls = lambda ticks: {}\n"
                   "raise SystemExit(b.main([]))\n", mode="jit", check=False)
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        "govd build_kernels: no kernel was called from Python while driving the governors"]
+        "govd kernels build: no kernel was called from Python while driving the governors"]
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")

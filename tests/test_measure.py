@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 
 from govd.cli import main
+from govd.custody.state_file import SavedState, save_state
+from govd.device.devfreq import DevfreqDevice
 from govd.formats.sweep import read_sweep
 from govd.sim.levels import level_table
+from tests.custody.test_state_file import dead_pid
 from tests.live_gpu import DEVICE, govd_env, start_sim, wait_for
 from tests.nvml_fake import FakeNvml, build_fake_nvml, one_gpu
 
@@ -36,9 +39,19 @@ def live(tmp_path: Path):  # type: ignore[no-untyped-def]
     sim.wait(timeout=30)
 
 
+def _config(tmp_path: Path) -> Path:
+    """A configuration whose state_file is in ``tmp_path``: measure keeps its locks of devices
+    without a sysfs directory beside it (not in the machine's /run/govd)."""
+    config = tmp_path / "govd.yaml"
+    config.write_text(f"state_file: {tmp_path / 'run' / 'state.json'}\n")
+    config.chmod(0o600)
+    return config
+
+
 def _measure_args(root: Path, tmp_path: Path, *extra: str) -> list[str]:
     return ["measure", "--sysfs-root", str(root), "--state-file", str(tmp_path / "state.json"),
-            "--settle-s", "0.05", "--sample-ms", "20", *extra]
+            "--config", str(_config(tmp_path)), "--settle-s", "0.05", "--sample-ms", "20",
+            *extra]
 
 
 def test_command_sweep_covers_every_level_and_restores_the_devfreq_gpu(
@@ -111,13 +124,20 @@ def test_failing_workload_is_one_line_and_the_device_is_restored(
     assert _controls(root) == before
 
 
-def test_refuses_to_start_over_a_state_file_left_by_a_crash(
+def test_a_state_file_left_by_a_killed_measure_is_restored_before_the_next_sweep(
         live, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     root, _ = live
-    (tmp_path / "state.json").write_text('{"version": 1, "pid": 999999999, "devices": []}')
-    status = main(_measure_args(root, tmp_path, "-o", str(tmp_path / "x.csv"), "--", "true"))
-    assert status == 2
-    assert "govd restore" in capsys.readouterr().err
+    before = _controls(root)
+    device = DevfreqDevice(root / DEVICE, root)
+    left = SavedState([{**device.save(), "identity": device.identity()}], str(root),
+                      pid=dead_pid())
+    save_state(tmp_path / "state.json", left)
+    device.set_level(300)  # then it was killed
+    status = main(_measure_args(root, tmp_path, "--runs", "1", "--every", "8", "--idle-s", "0",
+                                "-o", str(tmp_path / "x.csv"), "--", "true"))
+    assert status == 0, capsys.readouterr().err
+    assert _controls(root) == before
+    assert not (tmp_path / "state.json").exists()
 
 
 def test_work_must_be_a_command_or_the_frame_socket(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -140,6 +160,7 @@ def test_nvml_sweep_covers_core_and_memory_pairs_and_unlocks_the_clocks(
         (gpu,) = discover_nvml()
         count = len(gpu.levels_mhz)
         status = main(["measure", "--state-file", {str(state)!r}, "--settle-s", "0",
+                       "--config", {str(_config(tmp_path))!r},
                        "--idle-s", "0.05", "--sample-ms", "10", "--runs", "1",
                        "--every", str(max(1, count // 4)), "-o", {str(out)!r},
                        "--", sys.executable, "-c", "import time; time.sleep(0.05)"])
@@ -153,3 +174,38 @@ def test_nvml_sweep_covers_core_and_memory_pairs_and_unlocks_the_clocks(
     assert sweep.levels_mhz[-1] == sweep.levels_mhz.max()
     assert np.all(np.isfinite(sweep.power_w)) and "idle_power_w" in sweep.meta
     assert not state.exists()
+
+
+GROWING = ("import pathlib, time; p = pathlib.Path({count!r}); n = int(p.read_text() or 0) "
+           "if p.exists() else 0; p.write_text(str(n + 1)); time.sleep(0.05 + 0.05 * n)")
+"""A workload that takes longer each time it runs: measured level after level, ascending, the
+higher clocks see the longer runs, as a game moving to a heavier scene during the sweep."""
+
+
+def test_a_sweep_of_work_that_changed_says_so_and_eval_says_it_again(
+        live, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root, _ = live
+    out = tmp_path / "sweep.csv"
+    workload = GROWING.format(count=str(tmp_path / "count"))
+    status = main(_measure_args(root, tmp_path, "--every", "4", "--idle-s", "0", "-o", str(out),
+                                "--", sys.executable, "-c", workload))
+    assert status == 0  # the table is written: it is what was measured
+    said = capsys.readouterr().err
+    assert f"govd measure: warning: {out}: the work took " in said
+    assert "a lower clock (median time per unit): the work changed during the sweep" in said
+    evaluated = subprocess.run([sys.executable, "-m", "govd", "eval", "--sweep", str(out),
+                                "--policy", "performance", "--target-fps", "60"],
+                               env=govd_env(), capture_output=True, text=True, timeout=300)
+    assert evaluated.returncode == 0
+    assert "the work changed during the sweep" in evaluated.stderr
+
+
+def test_idle_power_above_the_loaded_power_is_said(tmp_path: Path,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    table = tmp_path / "t.csv"
+    table.write_text("# idle_power_w: 9.0\nunit,freq_mhz,time_ms,power_w\n"
+                     "0,200,10,2.0\n0,400,6,3.0\n1,200,10,2.1\n1,400,6,3.1\n")
+    caplog.set_level("WARNING", logger="govd.formats")
+    read_sweep(table)
+    [said] = [r.getMessage() for r in caplog.records]
+    assert said.startswith(f"{table}: idle power 9 W is above the power of work at the lowest")

@@ -76,6 +76,15 @@ def test_scrape_has_conventional_names_types_and_units(server: MetricsServer) ->
         "govd_level_switches": "counter",
         "govd_ticks_overrun": "counter",
         "govd_frames_dropped": "counter",
+        "govd_memory_level_hertz": "gauge",
+        "govd_busy_ratio": "gauge",
+        "govd_left_to_own_governor": "gauge",
+        "govd_top_clock_energy_joules": "counter",
+        "govd_top_clock_correction": "gauge",
+        "govd_frames": "counter",
+        "govd_deadline_misses": "counter",
+        "govd_slowdown_over_limit": "counter",
+        "govd_slowdown_ratio": "gauge",
     }
     dev = (("device", "card0"),)
     assert families["govd_level_hertz"][1] == {("govd_level_hertz", dev): 1.2e9}
@@ -92,6 +101,45 @@ def test_scrape_has_conventional_names_types_and_units(server: MetricsServer) ->
     assert families["govd_frames_dropped"][1][
         ("govd_frames_dropped_total", (("reason", "parse"),))
     ] == 3
+
+
+def test_savings_misses_and_slowdown_are_counted(server: MetricsServer) -> None:
+    metrics = server.metrics
+    metrics.record_tick(TickRecord(
+        "card0", level_mhz=900, frame_times_ms=[16.0, 20.0], pred_ms=17.0, power_w=40.0,
+        energy_j=2.0, policy="energy", switched=False, top_energy_j=2.5, top_correction=1.1,
+        late_frames=1, mem_level_mhz=5000.0, busy=0.7,
+    ))
+    metrics.record_tick(TickRecord(
+        "card0", level_mhz=900, frame_times_ms=[30.0], pred_ms=28.0, power_w=40.0,
+        energy_j=2.0, policy="energy", switched=False, top_energy_j=2.25,
+        over_limit_units=1, slowdown=0.12,
+    ))
+    metrics.record_waiting("card0", True)
+    families = scrape(server)
+    dev = (("device", "card0"),)
+    assert families["govd_top_clock_energy_joules"][1][
+        ("govd_top_clock_energy_joules_total", dev)] == 4.75
+    assert families["govd_top_clock_correction"][1] == {("govd_top_clock_correction", dev): 1.0}
+    assert families["govd_frames"][1][("govd_frames_total", dev)] == 3
+    assert families["govd_deadline_misses"][1][("govd_deadline_misses_total", dev)] == 1
+    assert families["govd_slowdown_over_limit"][1][("govd_slowdown_over_limit_total", dev)] == 1
+    assert families["govd_slowdown_ratio"][1] == {("govd_slowdown_ratio", dev): 0.12}
+    assert families["govd_memory_level_hertz"][1] == {("govd_memory_level_hertz", dev): 5e9}
+    assert families["govd_busy_ratio"][1] == {("govd_busy_ratio", dev): 0.7}
+    assert families["govd_left_to_own_governor"][1] == {("govd_left_to_own_governor", dev): 1}
+
+
+def test_busy_time_is_not_counted_as_frames(server: MetricsServer) -> None:
+    for _ in range(20):  # a second of 50 ms ticks, each one pseudo-frame of busy time
+        server.metrics.record_tick(TickRecord(
+            "card0", level_mhz=900, frame_times_ms=[25.0], pred_ms=25.0, power_w=40.0,
+            energy_j=2.0, policy="energy", switched=False, busy=0.5, pseudo=True,
+        ))
+    families = scrape(server)
+    assert families["govd_frame_time_seconds"][1] == {}
+    assert families["govd_frames"][1] == {}
+    assert families["govd_busy_ratio"][1] == {("govd_busy_ratio", (("device", "card0"),)): 0.5}
 
 
 def test_frame_times_land_in_histogram_in_seconds(server: MetricsServer) -> None:
@@ -153,3 +201,14 @@ def test_missing_prometheus_client_gives_clear_error(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(builtins, "__import__", no_prometheus)
     with pytest.raises(MetricsUnavailable, match=r"pip install 'govd\[metrics\]'"):
         metrics_module.Metrics()
+
+
+def test_an_address_other_hosts_reach_is_refused_unless_the_config_allows_it() -> None:
+    from govd.conf.schema import Config
+    from govd.daemon.validate import _metrics_problems
+
+    published = {"enabled": True, "listen": "0.0.0.0:9586"}
+    [problem] = _metrics_problems(Config.model_validate({"metrics": published}))
+    assert "set metrics.allow_non_loopback" in problem
+    allowed = Config.model_validate({"metrics": {**published, "allow_non_loopback": True}})
+    assert _metrics_problems(allowed) == []

@@ -150,7 +150,7 @@ def test_state_views_tile_the_buffer_without_overlap(m: int, n_levels: int, lv_r
     views = k.unpack.py_func(state)
     shapes = [v.shape for v in views]
     assert shapes == [(k.N_VEC_ROWS, m), (m, m), (4, 4), (4, 4), (lv_rows, n_levels),
-                      (k.N_CFG,), (k.N_ICFG,), (k.N_STATS,), (3, n_levels), (k.N_SCAL,)]
+                      (k.N_CFG,), (k.N_ICFG,), (k.N_STATS,), (k.N_OUT, n_levels), (k.N_SCAL,)]
     for number, view in enumerate(views, start=1):
         assert np.shares_memory(view, state) and view.flags.c_contiguous
         assert np.all(view == 0.0)

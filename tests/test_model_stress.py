@@ -51,9 +51,9 @@ def drive(gov: Governor, ticks: int, rng: np.random.Generator,
         t_ms = scale * x * (scalable * 400 / f + 1 - scalable)
         d = gov.step(Sample(freq_mhz=f, frame_time_ms=t_ms, frame_count=3, interval_s=TICK_S,
                             busy=0.6, power_w=20.0, counters=np.array([reported(x)])))
-        if d.outlook.model_ready:
-            assert np.all(np.isfinite(d.outlook.time_ms))
-            assert np.all(np.isfinite(d.outlook.energy_mj))
+        if d.outlook.predictions.ready:
+            assert np.all(np.isfinite(d.outlook.predictions.time_ms))
+            assert np.all(np.isfinite(d.outlook.predictions.energy_mj))
         decisions.append(d)
     return decisions
 
@@ -99,7 +99,7 @@ def test_a_hundredfold_workload_jump_resets_and_falls_back_for_the_grace() -> No
     assert all(d.fallback == JUMP and d.level == 0 for d in grace)
     assert after[first + GRACE_TICKS].fallback is None
     assert found == [first], "relearned on the new scale: one episode"
-    assert after[-1].outlook.model_ready
+    assert after[-1].outlook.predictions.ready
 
 
 def test_a_counter_stuck_at_its_maximum_is_a_saturation_episode() -> None:

@@ -70,7 +70,7 @@ def test_lowest_energy_clock_is_mostly_inside_the_range() -> None:
 
 
 def test_missing_data_folder_is_a_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(NvDvfsError, match="no nv-dvfs data folder"):
+    with pytest.raises(NvDvfsError, match="no such folder; --data names the folder"):
         nvdvfs_sweep("v100", tmp_path / "absent", 1.0)
     status = main(["sim", "from-nvdvfs", "--gpu", "v100", "--data", str(tmp_path),
                    "--minutes", "1", "-o", str(tmp_path / "x.csv")])

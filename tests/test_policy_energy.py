@@ -9,19 +9,17 @@ import pytest
 
 from govd.policy.energy import EnergyPolicy
 from govd.target import Target
-from tests.policy_outlook import outlook
+from tests.policy_outlook import outlook, predictions
 
 LEVELS = [200.0, 300.0, 400.0, 500.0]
 
 
 def view(time_ms, energy_mj, current=0, target=None, ready=True, time_error=math.nan, lo=0,
          hi=None):
-    v = outlook(LEVELS, current=current, target=target or Target(fps=50), lo=lo, hi=hi)
-    v.time_ms = np.array(time_ms, dtype=float)
-    v.energy_mj = np.array(energy_mj, dtype=float)
-    v.model_ready = ready
-    v.time_error = time_error
-    return v
+    return outlook(LEVELS, current=current, target=target or Target(fps=50), lo=lo, hi=hi,
+                   time_error=time_error,
+                   predicted=predictions(len(LEVELS), time_ms=time_ms, energy_mj=energy_mj,
+                                         ready=ready))
 
 
 def test_least_energy_among_levels_that_meet_the_deadline() -> None:
@@ -75,15 +73,14 @@ def test_invalid_parameters_are_refused(kwargs) -> None:
 
 
 def _spread_view(time_ms, energy_mj, sd, current, target):
-    import numpy as np
-
-    from govd.policy.base import Outlook
+    """A view of a model whose spread is measured between levels (the scaling form), ``sd``
+    the whole spread of a measured ratio at each level (no part of it per-unit noise)."""
     n = len(time_ms)
-    return Outlook(levels_mhz=np.linspace(500.0, 1000.0, n), lo=0, hi=n - 1, current=current,
-                   time_ms=np.array(time_ms), power_w=np.ones(n), energy_mj=np.array(energy_mj),
-                   sensitivity_ms_per_mhz=0.0, model_ready=True, time_error=0.01, busy=1.0,
-                   interval_s=0.05, target=target, tick=100, time_sd_now=np.array(sd),
-                   time_sd_top=np.array(sd))
+    return outlook(np.linspace(500.0, 1000.0, n), current=current, target=target, tick=100,
+                   busy=1.0, time_error=0.01,
+                   predicted=predictions(n, time_ms=time_ms, power_w=[1.0] * n,
+                                         energy_mj=energy_mj, sd_now=sd, sd_top=sd, ready=True,
+                                         spread_from_pairs=True))
 
 
 def test_each_levels_margin_is_its_own_spread_not_a_fixed_share_of_the_budget() -> None:

@@ -293,13 +293,10 @@ def test_over_pairs_it_governs_the_core_clock_with_the_memory_clock_at_its_top()
 
     cores = np.array([500.0, 500.0, 800.0, 800.0, 1000.0, 1000.0])
     mems = np.array([400.0, 900.0, 400.0, 900.0, 400.0, 900.0])
-    nan = np.full(6, np.nan)
 
     def view(busy: float, current: int) -> Outlook:
-        return Outlook(levels_mhz=cores, lo=0, hi=5, current=current, time_ms=nan, power_w=nan,
-                       energy_mj=nan, sensitivity_ms_per_mhz=np.nan, model_ready=False,
-                       time_error=np.nan, busy=busy, interval_s=0.05,
-                       target=Target(max_slowdown=0.1), tick=0, mem_levels_mhz=mems)
+        return outlook(cores, lo=0, hi=5, current=current, busy=busy,
+                       target=Target(max_slowdown=0.1), mem_levels_mhz=mems)
 
     policy = Ondemand()
     assert policy.decide(view(1.0, 1)) == 5          # busy: the top pair

@@ -88,15 +88,19 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 PROBE = """\
 import json, numpy as np
 from importlib.metadata import entry_points
+from govd.model.base import Predictions
 from govd.policy.base import Outlook, Policy
 from govd.policy.registry import UnknownPolicyError, available, make_policy
 from govd.target import Target
 
 levels = np.array([300.0, 600.0, 900.0, 1200.0, 1500.0])
 nan = np.full(5, np.nan)
-view = Outlook(levels_mhz=levels, lo=1, hi=4, current=0, time_ms=nan, power_w=nan,
-              energy_mj=nan, sensitivity_ms_per_mhz=float("nan"), model_ready=False,
-              time_error=float("nan"), busy=0.5, interval_s=0.05, target=Target(fps=60), tick=0)
+predicted = Predictions(time_ms=nan, power_w=nan, energy_mj=nan, time_sd_now=nan,
+                        time_sd_top=nan, time_noise=0.0, roughness=0.0, ready=False,
+                        work_ticks=0, sensitivity_ms_per_mhz=float("nan"),
+                        fitted_time_ms=float("nan"))
+view = Outlook(levels_mhz=levels, lo=1, hi=4, current=0, predictions=predicted,
+               time_error=float("nan"), busy=0.5, interval_s=0.05, target=Target(fps=60), tick=0)
 halfway = make_policy("halfway")
 try:
     make_policy("no-such-policy")

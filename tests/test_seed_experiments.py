@@ -21,9 +21,9 @@ from govd.eval.experiments import (
     parse_sweep_param,
 )
 from govd.formats.sweep import SweepTable, write_sweep
-from govd.model.arnlms import ArNlmsModel, arnlms_update, arnlms_update_ref
 from govd.model.online import OnlineModel
 from govd.model.settings import ModelSettings
+from govd.research.arnlms import ArNlmsModel, arnlms_update, arnlms_update_ref
 from govd.target import Target
 
 ROOT = Path(__file__).resolve().parents[1]

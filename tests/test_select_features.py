@@ -15,8 +15,8 @@ import pytest
 from govd.conf.load import parse_config
 from govd.eval.features_cli import config_snippet, select
 from govd.formats.sweep import SweepTable, write_sweep
-from govd.model.regression_data import sweep_regression, walk_levels
-from govd.model.selection import counter_scale, frequency_prefilter, select_features
+from govd.research.regression_data import sweep_regression, walk_levels
+from govd.research.selection import counter_scale, frequency_prefilter, select_features
 
 pytest.importorskip("sklearn")
 

@@ -48,7 +48,7 @@ def test_summary_numbers_and_fields(collected: Captured) -> None:
     (record,) = infos(caplog)
     assert record.getMessage() == (
         "card0: energy, 900 MHz, 10.0 fps, 17.00 ms/frame, predicted 17.00 ms, 40.0 W, 10.0 J, "
-        "1 level switches in 1.0 s"
+        "levels 900 MHz 100 %, 1 level switches in 1.0 s"
     )
     assert record_fields(record) == {
         "GOVD_DEVICE": "card0",
@@ -61,6 +61,7 @@ def test_summary_numbers_and_fields(collected: Captured) -> None:
         "GOVD_FRAMES": 10,
         "GOVD_LEVEL_SWITCHES": 1,
         "GOVD_INTERVAL_S": 1.0,
+        "GOVD_RESIDENCY": "900:1.000",
     }
 
 
@@ -75,10 +76,11 @@ def test_unmeasured_power_and_frames_are_left_out(
             power_w=None, energy_j=None, policy="ondemand", switched=False,
         ))
     (record,) = infos(caplog)
-    assert record.getMessage() == "gpu0: ondemand, 1530 MHz, 0.0 fps, 0 level switches in 0.5 s"
+    assert record.getMessage() == ("gpu0: ondemand, 1530 MHz, 0.0 fps, levels 1530 MHz 100 %, "
+                                   "0 level switches in 0.5 s")
     assert set(record_fields(record)) == {
         "GOVD_DEVICE", "GOVD_POLICY", "GOVD_LEVEL_MHZ", "GOVD_FRAMES",
-        "GOVD_LEVEL_SWITCHES", "GOVD_INTERVAL_S",
+        "GOVD_LEVEL_SWITCHES", "GOVD_INTERVAL_S", "GOVD_RESIDENCY",
     }
 
 
@@ -125,3 +127,41 @@ def test_restart_begins_a_fresh_interval_without_the_paused_time(collected: Capt
     assert tick(summary, 31.0)
     [line] = infos(caplog)
     assert "4.0 fps" in line.getMessage() and "in 1.0 s" in line.getMessage()
+
+
+def test_the_summary_says_what_the_interval_saved_and_what_it_cost(collected: Captured) -> None:
+    from govd.sources.base import Frame
+    from govd.target import Target
+    from govd.telemetry.savings import Savings
+
+    logger, caplog = collected
+    summary = DeviceSummary(logger, "card0", interval_s=1.0)
+    savings = Savings()
+    for i in range(5):
+        frames = [Frame(16.0), Frame(18.0)]
+        savings.add_tick(2.0, None, Target(fps=60), frames, pseudo=False)
+        savings.model_top_j += 0.5 * i  # as if the model had priced the work at the top
+        summary.record_tick(i * 0.25, TickRecord(
+            "card0", level_mhz=900, frame_times_ms=[16.0, 18.0], pred_ms=17.0, power_w=40.0,
+            energy_j=2.0, policy="energy", switched=False, late_frames=1), savings)
+    (record,) = infos(caplog)
+    fields = record_fields(record)
+    # the interval's own ticks: four after the first (which opened it), 8 frames, 4 late
+    assert fields["GOVD_MISSED_PCT"] == 50.0
+    assert fields["GOVD_TOP_ENERGY_J"] == pytest.approx(8.0 + 0.5 * (1 + 2 + 3 + 4))
+    assert fields["GOVD_SAVED_PCT"] == pytest.approx(100 * (1 - 8.0 / 13.0), abs=1e-3)
+    assert "% less than the top clock's 13.0 J, missed 50.0 %" in record.getMessage()
+
+
+def test_busy_time_is_summarised_as_how_busy_not_as_a_frame_rate(collected: Captured) -> None:
+    logger, caplog = collected
+    summary = DeviceSummary(logger, "card0", interval_s=1.0)
+    for i in range(21):  # each 50 ms tick one pseudo-frame of 20 ms busy time
+        summary.record_tick(i * 0.05, TickRecord(
+            "card0", level_mhz=900, frame_times_ms=[20.0], pred_ms=20.0, power_w=40.0,
+            energy_j=2.0, policy="energy", switched=False, pseudo=True))
+    (record,) = infos(caplog)
+    assert "GPU busy 42 % (no frames: busy time)" in record.getMessage()
+    assert "fps" not in record.getMessage()
+    assert record_fields(record)["GOVD_BUSY"] == pytest.approx(0.42)
+    assert "GOVD_FRAMES" not in record_fields(record)

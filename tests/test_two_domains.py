@@ -22,6 +22,7 @@ from govd.policy.base import Outlook
 from govd.policy.energy import EnergyPolicy
 from govd.policy.static import Performance
 from govd.target import Target
+from tests.policy_outlook import outlook, predictions
 
 CORES = np.repeat([400.0, 600.0, 800.0, 1000.0], 3)
 MEMS = np.tile([500.0, 750.0, 1000.0], 4)
@@ -137,10 +138,10 @@ def test_decision_carries_the_memory_clock_of_the_chosen_pair() -> None:
 
 def outlook_at(level: int, tick: int) -> Outlook:
     time_ms = np.ones(CORES.size)
-    return Outlook(levels_mhz=CORES, lo=0, hi=CORES.size - 1, current=level, time_ms=time_ms,
-                   power_w=time_ms, energy_mj=CORES * MEMS / 1e6, sensitivity_ms_per_mhz=0.0,
-                   model_ready=True, time_error=math.nan, busy=1.0, interval_s=0.05,
-                   target=Target(max_slowdown=0.1), tick=tick, mem_levels_mhz=MEMS)
+    return outlook(CORES, current=level, busy=1.0, target=Target(max_slowdown=0.1), tick=tick,
+                   mem_levels_mhz=MEMS,
+                   predicted=predictions(CORES.size, time_ms=time_ms, power_w=time_ms,
+                                         energy_mj=CORES * MEMS / 1e6, ready=True))
 
 
 def test_energy_probes_step_along_core_then_memory_and_up_from_the_bottom() -> None:

@@ -103,7 +103,16 @@ def test_service_is_notify_with_watchdog_and_restart() -> None:
     assert the(SERVICE, "Type") == "notify"
     assert re.fullmatch(r"\d+s", the(SERVICE, "WatchdogSec"))
     assert the(SERVICE, "Restart") == "on-failure"
-    assert "kill -HUP $MAINPID" in the(SERVICE, "ExecReload")
+
+
+
+def test_reload_waits_for_govds_verdict_on_the_daemon_systemd_started() -> None:
+    # not `kill -HUP`: a signal cannot fail, so a refused file looked like a reload
+    start = the(SERVICE, "ExecStart").split()
+    reload = the(SERVICE, "ExecReload").split()
+    assert reload[:2] == [INSTALLED_GOVD, "reload"]
+    assert reload[2:4] == start[2:4] == ["--config", "/etc/govd/govd.yaml"]
+    assert reload[4:] == ["--pid", "$MAINPID"]
 
 
 def test_clocks_restored_after_every_stop_with_the_same_binary_and_config() -> None:

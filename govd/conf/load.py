@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +9,11 @@ from pydantic import BaseModel, ValidationError
 
 from govd.conf.document import Document, DocumentError, read_document
 from govd.conf.schema import Config
+from govd.conf.trust import trust_problems
 from govd.formats.regular_file import read_regular
 
+DEFAULT_CONFIG = Path("/etc/govd/govd.yaml")
+"""The configuration every govd command reads when none is named and this one exists."""
 MAX_CONFIG_BYTES = 1 << 20
 """A configuration file larger than this is refused (1 MiB)."""
 
@@ -117,24 +118,9 @@ def parse_config(text: str, source: str = "<config>") -> Config:
 
 
 def check_permissions(path: Path) -> list[str]:
-    """Why ``path`` may not be trusted, like sshd's StrictModes: the file and its folder must be
-    owned by root or the running user and not writable by group or others. Empty when fine."""
-    problems = []
-    resolved = path.resolve()
-    checked = [(resolved, "file"), (resolved.parent, "folder")]
-    # Through a symbolic link, the folder holding the link matters too: whoever may write there
-    # may point the link elsewhere.
-    link_folder = path.absolute().parent.resolve()
-    if link_folder != resolved.parent:
-        checked.append((link_folder, "folder"))
-    for item, what in checked:
-        st = item.stat()
-        if st.st_uid not in (0, os.geteuid()):
-            problems.append(f"{item}: {what} is owned by uid {st.st_uid}, not root or the user")
-        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            mode = stat.S_IMODE(st.st_mode)
-            problems.append(f"{item}: {what} is writable by group or others (mode {mode:04o})")
-    return problems
+    """Why the configuration at ``path`` may not be trusted (`govd.conf.trust`: the file and
+    every folder up to ``/``, as sshd's StrictModes). Empty when fine."""
+    return trust_problems(path, "configuration")
 
 
 def load_config(path: str | Path, allow_insecure: bool = False) -> Config:

@@ -159,9 +159,10 @@ class DcdConfig(Section):
 class ModelConfig(Section):
     """The online frame-time model (DESIGN.md §2)."""
 
-    form: Literal["auto", "scaling", "seed"] = "auto"
-    """`govd.model.settings.ModelSettings.form`: auto = scaling under a slowdown target, the
-    seed's eq. 10 under a frame rate."""
+    form: str = "auto"
+    """`govd.model.settings.ModelSettings.form`, a registered form (`govd.model.forms`) or
+    auto = scaling under a slowdown target, the seed's eq. 10 under a frame rate, resolved
+    from the target in force at each tick."""
     algorithm: Literal["rls", "dcd"] = "rls"
     forgetting: Annotated[float, Field(gt=0, le=1)] = 1.0
     mu: PositiveFloat = 1e-14
@@ -174,6 +175,16 @@ class ModelConfig(Section):
     prior: str | None = None
     """Prior file from `govd fit-prior` (seeds a0, a1 after the first samples), None for none."""
     stress: StressConfig = Field(default_factory=StressConfig)
+
+    @field_validator("form")
+    @classmethod
+    def _known_form(cls, form: str) -> str:
+        from govd.model.forms import available
+
+        if form != "auto" and form not in available():
+            raise ValueError(f"unknown model form {form!r}; available: "
+                             f"{', '.join(['auto', *available()])}")
+        return form
 
     @model_validator(mode="after")
     def _one_scale_per_counter(self) -> ModelConfig:
@@ -232,6 +243,9 @@ class FramesConfig(Section):
     """Where frame times come from."""
 
     source: Literal["socket", "mangohud", "busy", "sim"] = "socket"
+    silent_after_s: PositiveFloat = 5.0
+    """A device no frame came for this long is left to its own governor until frames come
+    (`govd.daemon.device_runner`). Units: s."""
     socket: SocketConfig = Field(default_factory=SocketConfig)
     mangohud: MangoHudConfig = Field(default_factory=MangoHudConfig)
 
@@ -267,6 +281,8 @@ class MetricsConfig(Section):
 
     enabled: bool = False
     listen: str = "127.0.0.1:9586"
+    allow_non_loopback: bool = False
+    """Listen on an address other hosts reach (the numbers say what runs on the GPU)."""
 
     @field_validator("listen")
     @classmethod
@@ -304,6 +320,19 @@ class Config(Section):
     @field_validator("state_file")
     @classmethod
     def _absolute(cls, state_file: str) -> str:
-        if not state_file.startswith("/"):
-            raise ValueError(f"state_file must be an absolute path, got {state_file!r}")
+        problem = state_file_problem(state_file)
+        if problem is not None:
+            raise ValueError(problem)
         return state_file
+
+
+def state_file_problem(state_file: str) -> str | None:
+    """Why ``state_file`` cannot be govd's state file, None when it can: an absolute path that
+    names a file (the status file and `govd measure`'s state files go beside it)."""
+    if not state_file.startswith("/"):
+        return f"state_file must be an absolute path, got {state_file!r}"
+    if state_file.endswith("/") or state_file.rsplit("/", 1)[-1] in ("", ".", ".."):
+        return f"state_file must name a file, got {state_file!r}"
+    if "\0" in state_file:
+        return "state_file holds a NUL character"
+    return None

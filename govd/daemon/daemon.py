@@ -25,24 +25,17 @@ from typing import Any
 
 from govd.conf.load import ConfigError, load_config
 from govd.conf.schema import Config
+from govd.custody.custody import Custody
+from govd.custody.lock import DeviceBusy
+from govd.custody.signals import SignalFlags
+from govd.custody.state_file import StateFileError
 from govd.daemon.device_runner import DeviceRunner, RunnerSettings, close_device
 from govd.daemon.governed import SetupError, build_governor, entry_for, find_devices, select
 from govd.daemon.hotplug import DeviceWatch
 from govd.daemon.idle import IdleSettings, IdleWatch, busiest
-from govd.daemon.lock import DeviceBusy, DeviceLocks
 from govd.daemon.loop import Clock, DeadlineScheduler, Tick, TickStats
-from govd.daemon.record import TraceRecorder, trace_path
+from govd.daemon.record import TraceRecorder, trace_meta, trace_path
 from govd.daemon.reload import governor_changed, restart_keys
-from govd.daemon.signals import SignalFlags
-from govd.daemon.state import (
-    SavedState,
-    StateFileError,
-    load_state,
-    owner_alive,
-    remove_state,
-    restore_all,
-    save_state,
-)
 from govd.daemon.status import write_status
 from govd.daemon.validate import Built, ConfigRefused, check_applicable
 from govd.device.base import Device, DeviceError, DeviceGone
@@ -131,6 +124,15 @@ def frames_for(frames: list[Frame], device_name: str) -> list[Frame]:
     return frames if len(mine) == len(frames) else mine
 
 
+def silent_after_s(config: Config, governor: Governor) -> float | None:
+    """How long a device may go without frames before it is left to its own governor; None
+    where it is governed without frames: its policy reads no model (ondemand, performance...),
+    or its frames are busy time."""
+    if config.frames.source == "busy" or not governor.policy.uses_model:
+        return None
+    return config.frames.silent_after_s
+
+
 def datagram_queue_len(path: str = QLEN_PATH) -> int:
     """How many datagrams the kernel queues on a Unix datagram socket (``max_dgram_qlen``)."""
     try:
@@ -167,19 +169,21 @@ class Daemon:
         """Wall-clock seconds from `run()` to READY (the bench's start-to-ready)."""
         self._metrics_server: MetricsServer | None = None
         self._watch = DeviceWatch(options.sysfs_root, options.rescan_s)
-        self._carried: list[dict[str, Any]] = []
         self._state_file = Path(self.config.state_file)
+        self.custody = Custody(self._state_file, options.sysfs_root)
+        self._retiring: list[DeviceRunner] = []
+        """Runners whose device another took the name of (hot-plug): dropped at the next tick."""
         self._scheduler: DeadlineScheduler | None = None
-        self._wrote_state = False
         self.idle = IdleWatch(IdleSettings.from_config(self.config.idle))
         self._woken = False
         self._status_now = False
+        self._reloads: dict[str, Any] = {"seq": 0}
+        """The last reload's verdict for the status file (`govd reload` waits for it)."""
         self._frames_last_tick = 0
         # Below this many frames a tick the kernel's queue holds a whole tick's datagrams with
         # room to spare (a rate that doubles still fits): the loop then sleeps to its deadline
         # instead of waking for each datagram.
         self._poll_from_frames = datagram_queue_len() // 2
-        self._locks = DeviceLocks(self._state_file.parent)
 
     # -- the whole run -------------------------------------------------------------------------
     def run(self) -> int:
@@ -211,7 +215,7 @@ class Daemon:
         taken = []
         for device in devices:
             try:
-                self._locks.take(device)
+                self.custody.lock(device)
             except DeviceBusy as exc:
                 raise StartError(str(exc)) from exc
             except DeviceGone as exc:  # unplugged since found: hot-plug takes it if it returns
@@ -223,21 +227,26 @@ class Daemon:
             raise StartError(f"every device found under {self.options.sysfs_root} went away "
                              "during start-up")
         devices = taken
-        self._restore_stale()
+        self._restore_leftovers()
         built = check_applicable(self.config, devices)
         # Before the first write: the state found goes to disk, so a crash loses nothing.
-        self._save_state(devices)
-        self._wrote_state = True
+        self.custody.record(devices)
         self.source = self._open_source()
         if self.config.metrics.enabled:
             self._start_metrics()
         for b in built:
             self.runners.append(self._runner(b.device, b.governor, b.settings, len(built)))
         self._watch.start([d.name for d in devices])
+        self._tell_source_the_devices()
         self._warn_busy_time_under_a_frame_rate()
         names = ", ".join(f"{r.name} ({r.settings.policy})" for r in self.runners)
         log.info("governing %s every %d ms", names, self.config.period_ms)
         self.notifier.ready(f"governing {names}")
+
+    def _tell_source_the_devices(self) -> None:
+        """The socket drops (and counts, and says) frames naming a device not governed."""
+        if isinstance(self.source, SocketSource):
+            self.source.set_devices(r.name for r in self.runners)
 
     def _warn_busy_time_under_a_frame_rate(self) -> None:
         """With ``frames.source: busy`` a tick's "frame" is the GPU's busy time in that tick,
@@ -254,67 +263,87 @@ class Daemon:
                             "tick; for compute work set target: max_slowdown",
                             runner.name, fps, 1000.0 / fps)
 
-    def _save_state(self, devices: list[Device]) -> None:
-        """Write the state file: each device's state as found, and what a crashed run left."""
-        state = SavedState([d.save() for d in devices] + self._carried,
-                           str(self.options.sysfs_root))
-        save_state(self._state_file, state)
-
     def _runner(self, device: Device, governor: Governor, settings: RunnerSettings,
                 devices: int) -> DeviceRunner:
         recorder = None
         if self.options.record is not None:
-            recorder = TraceRecorder(trace_path(self.options.record, device.name, devices),
-                                     settings.counters)
+            path = trace_path(self.options.record, device.name, devices)
+            try:
+                recorder = TraceRecorder(path, settings.counters, trace_meta(governor))
+            except OSError as exc:  # governed all the same; said in one line
+                log.error("%s: cannot record its trace to %s (%s); not recorded", device.name,
+                          path, exc.strerror or exc)
         interval_s = self.config.logging.summary_interval_s
         summary = DeviceSummary(log, device.name, interval_s) if interval_s > 0 else None
         busy = self.config.frames.source == "busy"
         reopen = None
         if device.backend in REOPEN_WHEN_BACK:
             reopen = functools.partial(discovery_reopen, sysfs_root=self.options.sysfs_root)
-        # MangoHud: busy time while no log is live; with either, busy time from DRM fdinfo
-        # where the device reports none (i915, xe).
-        mangohud = self.source if isinstance(self.source, MangoHudSource) else None
-        path = getattr(device, "path", None)
-        meter = meter_for(path) if (busy or mangohud) and isinstance(path, Path) else None
+        # With busy time or MangoHud, busy time from DRM fdinfo where the device reports none
+        # (i915, xe): the idle back-off and busy-time policies read it.
+        mangohud = isinstance(self.source, MangoHudSource)
+        sysfs_path = getattr(device, "path", None)
+        meter = (meter_for(sysfs_path) if (busy or mangohud) and isinstance(sysfs_path, Path)
+                 else None)
         return DeviceRunner(
             device, governor, settings, self.limiter, summary, self.metrics, recorder,
-            BusySource(app=device.name) if busy or mangohud else None, reopen,
+            BusySource(app=device.name) if busy else None, reopen,
             busy_meter=meter.sample if meter is not None else None,
-            frames_live=(lambda: mangohud.live) if mangohud is not None else None,
+            silent_after_s=silent_after_s(self.config, governor),
+            no_frames_hint=self._no_frames_hint(),
+            custody=self.custody, on_replaced=self._retiring.append,
         )
+
+    def _no_frames_hint(self) -> str:
+        """What a user without frames can do, for the journal and `govd status`."""
+        source = self.source
+        if isinstance(source, MangoHudSource):
+            return (f"No MangoHud log is growing in {source.folder}: start the game through "
+                    "MangoHud with autostart_log=1 and MangoHud 0.6.9 or newer (README: Frames "
+                    "from games).")
+        if isinstance(source, SocketSource):
+            return (f"Programs send frame or step times to {source.path} (govd.client; README: "
+                    "Frames from programs, Frames from games); the ondemand policy governs "
+                    "without frames.")
+        return ""
 
     def _take_new(self, now_s: float) -> None:
         """Govern the devices that appeared since start: each one's state goes to the state
         file (with every other's) before its runner may write to it."""
         for device in self._watch.new_devices(self.config, now_s):
             try:
-                self._locks.take(device)
+                self.custody.lock(device)
                 governor, settings = build_governor(self.config, device)
-                self._save_state([r.device for r in self.runners] + [device])
+                self.custody.record([device])
             except (DeviceBusy, SetupError, StateFileError, DeviceError, OSError) as exc:
                 log.error("%s: appeared but cannot be governed: %s", device.name, exc)
+                if not self.custody.holds(device.name):
+                    self.custody.locks.release(device.name)
                 close_device(device)
                 continue
             # Several devices now: the new one's trace goes beside the others, named after it.
             self.runners.append(self._runner(device, governor, settings, 2))
+            self._tell_source_the_devices()
             log.info("%s: appeared; governing it (%s)", device.name, settings.policy)
 
-    def _restore_stale(self) -> None:
-        state = load_state(self._state_file)
-        if state is None:
-            return
-        if owner_alive(state):
-            raise StartError(f"govd (pid {state.pid}) is already running: {self._state_file}")
-        log.warning("%s: state left by a govd that did not stop cleanly (pid %d); restoring it",
-                    self._state_file, state.pid)
-        failures = restore_all(state, hold=self._locks.take)
-        for line in failures:
-            log.error("could not restore %s; kept in the state file", line)
-        if not failures:
-            remove_state(self._state_file)
-        failed = {line.split(":", 1)[0] for line in failures}
-        self._carried = [d for d in state.devices if d.get("name", "?") in failed]
+    def _retire(self) -> None:
+        """Stop governing the devices another device replaced under their name: the old one is
+        gone (nothing is written, its saved state is dropped, its lock let go), and the next
+        rescan takes the new one afresh, with its own state saved and its own levels."""
+        for runner in self._retiring:
+            if runner in self.runners:
+                self.runners.remove(runner)
+                self.custody.drop(runner.name)
+                _close(runner)
+                self._watch.forget(runner.name)
+        self._retiring.clear()
+
+    def _restore_leftovers(self) -> None:
+        """Put back what a govd process that did not stop cleanly left (this daemon's last run,
+        a `govd measure` killed): before the state found is saved, so it is the user's."""
+        done = self.custody.restore_leftovers()  # StateFileError: govd run says it, one line
+        for line in done.failures:
+            log.error("could not restore %s; kept for `govd restore`", line)
 
     def _open_source(self) -> FrameSource | None:
         frames = self.config.frames
@@ -340,8 +369,9 @@ class Daemon:
         host, _, port = self.config.metrics.listen.rpartition(":")
         self.metrics = Metrics()
         try:
-            self._metrics_server = start_metrics_server(self.metrics, host.strip("[]"),
-                                                        int(port))
+            self._metrics_server = start_metrics_server(
+                self.metrics, host.strip("[]"), int(port),
+                allow_non_loopback=self.config.metrics.allow_non_loopback)
         except (OSError, ValueError, MetricsUnavailable) as exc:
             raise StartError(f"metrics: cannot serve on {self.config.metrics.listen}: {exc}") \
                 from None
@@ -373,6 +403,7 @@ class Daemon:
             if signals.reload:
                 signals.reload = False
                 self.reload()
+                self._status_now = True  # `govd reload` waits for the verdict there
             tick = scheduler.next_tick()
             if tick is None:
                 if self._woken:  # a frame datagram ended an idle wait: tick at once
@@ -421,6 +452,8 @@ class Daemon:
     def _tick(self, tick: Tick) -> None:
         now_s = tick.started_s
         self._watch.events(now_s, self.runners)
+        if self._retiring:
+            self._retire()
         if self._watch.rescan_due(now_s):
             self._take_new(now_s)
         frames = self.source.drain() if self.source is not None else []
@@ -477,6 +510,7 @@ class Daemon:
             "loop": {**self.stats.summary(), "overruns": self._scheduler.overruns,
                      "process_cpu_s": time.process_time()},
             "idle": self.idle.status(),
+            "reload": self._reloads,
             "frames": self.source.stats() if self.source is not None else {},
             "frame_source": self.source.report() if self.source is not None else {},
             "devices": [runner.status() for runner in self.runners],
@@ -505,6 +539,7 @@ class Daemon:
         path = self.options.config_path
         if path is None:
             log.info("SIGHUP: no configuration file to reload")
+            self._verdict(False, ["no configuration file to reload (govd runs on its defaults)"])
             return False
         self.notifier.reloading()
         try:
@@ -521,23 +556,32 @@ class Daemon:
             for line in lines:
                 log.error("reload refused, old configuration kept: %s", line)
             self.notifier.ready("reload refused; old configuration kept")
+            self._verdict(False, lines)
             return False
         self._apply(config, kept, built, metrics)
         log.info("configuration reloaded from %s", path)
         self.notifier.ready("configuration reloaded")
+        self._verdict(True, [])
         return True
+
+    def _verdict(self, applied: bool, errors: list[str]) -> None:
+        """Record a reload's outcome for the status file (`govd.daemon.reload_request`)."""
+        self._reloads = {"seq": self._reloads["seq"] + 1, "applied": applied,
+                         "errors": errors[:20], "unix_s": time.time()}
 
     def _metrics_for(self, config: Config) -> tuple[Metrics | None, MetricsServer | None]:
         """The metrics and exporter ``config`` asks for: the running ones when unchanged, else
         a new exporter already listening. Raises ConfigRefused when it cannot listen."""
         old, new = self.config.metrics, config.metrics
-        if (old.enabled, old.listen) == (new.enabled, new.listen) or not new.enabled:
+        if (old.enabled, old.listen, old.allow_non_loopback) == (
+                new.enabled, new.listen, new.allow_non_loopback) or not new.enabled:
             server = self._metrics_server if new.enabled else None
             return (self.metrics if new.enabled else None), server
         metrics = self.metrics or Metrics()
         host, _, port = new.listen.rpartition(":")
         try:
-            return metrics, start_metrics_server(metrics, host.strip("[]"), int(port))
+            return metrics, start_metrics_server(metrics, host.strip("[]"), int(port),
+                                                 allow_non_loopback=new.allow_non_loopback)
         except (OSError, ValueError, MetricsUnavailable) as exc:
             raise ConfigRefused([f"metrics.listen: cannot serve on {new.listen}: {exc}"]) \
                 from None
@@ -558,6 +602,8 @@ class Daemon:
         for runner, b in zip(kept, built, strict=True):
             runner.settings = b.settings
             runner.metrics = self.metrics
+            runner.silent_after_s = silent_after_s(config, b.governor if new_governors
+                                                   else runner.governor)
             if interval_s != old.logging.summary_interval_s:
                 runner.summary = (DeviceSummary(log, runner.name, interval_s)
                                   if interval_s > 0 else None)
@@ -568,10 +614,7 @@ class Daemon:
                 runner.governor.target = b.settings.target
         if len(kept) != len(self.runners):
             self.runners = kept
-            try:
-                self._save_state([r.device for r in kept])
-            except StateFileError as exc:
-                log.error("%s", exc)
+            self._tell_source_the_devices()
         if isinstance(self.source, SocketSource):
             s = config.frames.socket
             self.source.set_limits(allow_uids=s.allow_uids, allow_gids=s.allow_gids,
@@ -587,66 +630,46 @@ class Daemon:
         self._watch.look_again([r.name for r in kept])  # a newly enabled device is taken
 
     def _hand_back(self, runner: DeviceRunner) -> None:
-        """Restore a device the new configuration disables and stop governing it (kept in the
-        state file for `govd restore` when it cannot be put back)."""
-        try:
-            runner.device.restore()
+        """Restore a device the new configuration disables, let it go (its lock too) and stop
+        governing it (kept, locked, in the state file when it cannot be put back: the stop
+        tries again, then `govd restore`)."""
+        why = self.custody.hand_back(runner.device)
+        if why is None:
             log.info("%s: disabled by the reloaded configuration; restored and left alone",
                      runner.name)
-        except (DeviceError, OSError) as exc:
+        else:
             log.error("%s: disabled by the reloaded configuration but could not be restored "
-                      "(%s); kept in %s for `govd restore`", runner.name, exc, self._state_file)
-            self._carried.append(runner.device.save())
+                      "(%s); kept in %s for `govd restore`", runner.name, why, self._state_file)
         runner.close()
 
     # -- every way out -------------------------------------------------------------------------
     def _shutdown(self) -> bool:
         """Put every device back; returns True when all went back (state file removed)."""
         self.notifier.stopping("restoring the clocks govd found")
-        if not self._wrote_state:
-            self._locks.release_all()
-            return True  # never took a device; a state file there is not ours to touch
-        failed: list[dict[str, Any]] = list(self._carried)
-        left: list[str] = []
-        restored: list[str] = []
-        for runner in self.runners:
-            if runner.paused == "contested":
-                # govd stepped back from a device another tool kept setting: restoring what
-                # govd found would undo that tool's choice.
-                log.info("%s: left as the tool that took it set it", runner.name)
-                left.append(runner.name)
-                _close(runner)
-                continue
-            try:
-                runner.device.restore()  # reads the state back: raises when it did not hold
-            except Exception as exc:  # even a bug must not skip the next device
-                what = str(exc) if isinstance(exc, DeviceError | OSError) else \
-                    f"{type(exc).__name__}: {exc}"
-                log.error("%s: could not restore (%s); kept in %s for `govd restore`",
-                          runner.name, what, self._state_file)
-                failed.append(runner.device.save())
-            else:
-                restored.append(runner.name)
-            _close(runner)
+        # govd stepped back from a device another tool kept setting: restoring what govd found
+        # would undo that tool's choice.
+        left = [r.name for r in self.runners if r.paused == "contested"]
+        for name in left:
+            log.info("%s: left as the tool that took it set it", name)
         self._watch.close()
-        for closing in (self.source, self._metrics_server):
+        for closing in (self.source, self._metrics_server):  # their descriptors go first
             if closing is not None:
                 closing.close()
-        if failed:
-            try:
-                save_state(self._state_file, SavedState(failed, str(self.options.sysfs_root)))
-            except StateFileError as exc:
-                log.error("%s", exc)
-            self._locks.release_all()  # after the state file: `govd restore` waits for both
+        failures = self.custody.end(leave=left)
+        for line in failures:
+            log.error("could not restore %s; kept in %s for `govd restore`", line,
+                      self._state_file)
+        for runner in self.runners:
+            _close(runner)
+        if failures:
             return False
+        restored = [r.name for r in self.runners if r.name not in left]
         if left:
             log.info("restored %s; left to the tool that took it: %s",
                      ", ".join(restored) or "none", ", ".join(left))
         elif self.runners:
             log.info("every device restored")
-        remove_state(self._state_file)
-        self._locks.release_all()
-        if self.options.status_file is not None:
+        if self.options.status_file is not None and self.custody.wrote:
             self.options.status_file.unlink(missing_ok=True)
         return True
 

@@ -3,12 +3,14 @@ kernel's governors.
 
 Three simulated GPUs run as separate processes (`python -m govd.sim.live`), the same scenario,
 seed and duration: one keeps its devfreq tree in a temporary folder and sends its frames to the
-daemon's socket; the twins are left under the kernel's ``performance`` governor (the one that
-meets the target: what govd's saving is measured against) and ``simple_ondemand`` (the
-default, which saves energy by missing deadlines), with nobody listening.
-The daemon governs the first exactly as it governs hardware (discovery under the tree's root,
-the ``devfreq`` backend, the ``socket`` source, the state file), prints one status line per wall
-second, and when the simulated run ends both summaries are compared.
+daemon's socket (with ``--no-frames`` to nobody: what govd does when nothing reports frames);
+the twins are left under the kernel's ``performance`` governor (the one that meets the target:
+what govd's saving is measured against) and ``simple_ondemand`` (the default, which saves
+energy by missing deadlines), with nobody listening. The daemon governs the first exactly as
+it governs hardware (discovery under the tree's root, the ``devfreq`` backend, the ``socket``
+source, the state file) but on the simulated GPU's own time, in lockstep with it
+(`govd.sim.clock`); it prints one status line per wall second, and when the simulated run ends
+govd is compared with each twin on the same work (`compare`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -36,10 +39,10 @@ TWINS = {"performance": "performance", "ondemand": "simple_ondemand"}
 
 
 def _start_sim(root: Path, socket: Path, args: argparse.Namespace, duration_s: float,
-               log_path: Path) -> subprocess.Popen[bytes]:
+               log_path: Path, lockstep: bool = False) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "govd.sim.live", "--root", str(root), "--socket",
                str(socket), "--scenario", args.scenario, "--speed", str(args.speed),
-               "--duration-s", str(duration_s)]
+               "--duration-s", str(duration_s), *(["--lockstep"] if lockstep else [])]
     with open(log_path, "wb") as out:
         return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
 
@@ -56,14 +59,16 @@ def _wait_for_tree(root: Path, sim: subprocess.Popen[bytes], log_path: Path) -> 
 
 def _warm_up(config: Config) -> None:
     """Load the compiled model kernels before the simulated clock starts, so the daemon takes
-    the device at once and the comparison with ondemand starts from the same instant."""
-    from govd.governor import Governor, Sample
-    from govd.policy.registry import make_policy
+    the device at once and the comparison with ondemand starts from the same instant: a
+    governor as the configuration builds it, stepped under each target it sets (each kind of
+    target may put another model form in force)."""
+    from govd.from_config import governor_from_config
+    from govd.governor import Sample
 
-    governor = Governor([100.0, 200.0, 300.0], make_policy(config.policy.name,
-                                                          **config.policy.params),
-                        config.target.to_target())
-    governor.step(Sample(freq_mhz=300.0, frame_time_ms=5.0, frame_count=1))
+    governor = governor_from_config(config, [100.0, 200.0, 300.0])
+    for target in (config.target, *config.apps.values()):
+        governor.target = target.to_target()
+        governor.step(Sample(freq_mhz=300.0, frame_time_ms=5.0, frame_count=1))
 
 
 def _demo_config(args: argparse.Namespace, tmp: Path) -> tuple[Config, Path | None]:
@@ -71,7 +76,8 @@ def _demo_config(args: argparse.Namespace, tmp: Path) -> tuple[Config, Path | No
 
     config, path = read_config(args) if args.config is not None else (Config(), None)
     frames = config.frames.model_copy(update={
-        "source": "socket",
+        # busy time stays busy time; every other source is the demo's socket
+        "source": "busy" if config.frames.source == "busy" else "socket",
         "socket": config.frames.socket.model_copy(
             update={"path": str(tmp / "frames.sock"), "group": None}),
     })
@@ -107,19 +113,69 @@ def _summary(path: Path) -> dict[str, Any] | None:
     return summary
 
 
-def _fps(summary: dict[str, Any]) -> float:
+def _last(summary: dict[str, Any]) -> tuple[float, int, float, float]:
+    """(sim s, frames, energy J, busy s) when the run's last frame completed."""
+    points = summary.get("progress") or [[summary["sim_s"], summary["frames"],
+                                          summary["energy_j"], summary.get("busy_s", 0.0)]]
+    t, n, e, b = points[-1]
+    return float(t), int(n), float(e), float(b)
+
+
+def compare(governed: dict[str, Any], twin: dict[str, Any]) -> dict[str, Any]:
+    """govd's run against a twin's on equal work: the energy and time the twin took for the
+    frames (units) govd completed, from the twin's progress records; where the twin completed
+    fewer, per frame over the whole runs instead. ``saving``: share of the twin's energy govd
+    did not use; ``slowdown``: how much longer govd took for that work (equal work only);
+    ``missed``: each run's share of frames over the deadline (None without a frame rate)."""
+    from govd.sim.live import work_at
+
+    t_govd, n_govd, e_govd, _ = _last(governed)
+    same = work_at(twin, n_govd) if n_govd else None
+    if same is not None:
+        t_twin, e_twin, _ = same
+        saving = 1.0 - e_govd / e_twin if e_twin > 0 else math.nan
+        slowdown = t_govd / t_twin - 1.0 if t_twin > 0 else math.nan
+    else:
+        _, n_twin, e_twin_all, _ = _last(twin)
+        per_twin = e_twin_all / n_twin if n_twin else math.nan
+        saving = 1.0 - (e_govd / n_govd) / per_twin if n_govd and per_twin > 0 else math.nan
+        slowdown = math.nan
+    return {"same_frames": n_govd, "equal_work": same is not None, "saving": saving,
+            "slowdown": slowdown, "missed": _missed(governed), "twin_missed": _missed(twin)}
+
+
+def _missed(summary: dict[str, Any]) -> float | None:
+    if summary.get("target_fps") is None and "progress" in summary:
+        return None  # throughput work: no deadline
+    return float(summary["deadline_misses"]) / max(int(summary["frames"]), 1)
+
+
+def _per_frame_mj(summary: dict[str, Any]) -> float:
+    _, n, e, _ = _last(summary)
+    return 1000.0 * e / n if n else math.nan
+
+
+def _rate(summary: dict[str, Any]) -> float:
     return summary["frames"] / summary["sim_s"] if summary["sim_s"] else 0.0
 
 
-def _missed_pct(summary: dict[str, Any]) -> float:
-    return 100.0 * float(summary["deadline_misses"]) / max(int(summary["frames"]), 1)
+def _pct(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{100 * value:.1f} %"
 
 
-def report(governed: dict[str, Any], twins: dict[str, dict[str, Any] | None]) -> str:
-    """The final summary: energy, FPS and missed deadlines of govd beside each twin's (by the
-    kernel governor that ran it), and what govd saved against each."""
+def report(governed: dict[str, Any], twins: dict[str, dict[str, Any] | None],
+           estimate: dict[str, Any] | None = None) -> str:
+    """The final summary: per run (govd, then each twin by the kernel governor that ran it)
+    energy, frames, energy per frame, rate and missed deadlines; govd against each twin on equal
+    work (and for throughput work the slowdown); and govd's own estimate of its saving against
+    the top clock (``estimate``: `govd.telemetry.savings.Savings.report`, what `govd status`
+    shows) beside the one measured against the ``performance`` twin."""
+    throughput = governed.get("target_fps") is None and "progress" in governed
+    unit = "unit" if throughput else "frame"
     lines = [f"govd on the simulated GPU ({governed['scenario']}, levels {governed['levels']}, "
-             f"seed {governed['seed']}, {governed['sim_s']:.0f} s simulated):"]
+             f"seed {governed['seed']}, {governed['sim_s']:.0f} s simulated, "
+             + ("throughput work" if throughput else
+                f"{governed.get('target_fps') or 60:g} FPS target") + "):"]
     runs = {"govd": governed} | {name: s for name, s in twins.items() if s is not None}
     missing = [name for name, s in twins.items() if s is None]
 
@@ -130,30 +186,69 @@ def report(governed: dict[str, Any], twins: dict[str, dict[str, Any] | None]) ->
         f"  {'':17}" + "".join(f"{name:>13}" for name in runs),
         row("energy used", lambda s: f"{s['energy_j']:.1f}", "  J"),
         row("mean power", lambda s: f"{s['mean_power_w']:.3f}", "  W"),
-        row("FPS", lambda s: f"{_fps(s):.1f}"),
-        row("missed deadlines", lambda s: f"{_missed_pct(s):.1f} %"),
+        row(f"{unit}s", lambda s: f"{s['frames']}"),
+        row(f"energy per {unit}", lambda s: f"{_per_frame_mj(s):.2f}", "  mJ"),
+        row(f"{unit}s/s" if throughput else "FPS", lambda s: f"{_rate(s):.1f}"),
     ]
-    e = governed["energy_j"]
-    for name, s in runs.items():
-        if name != "govd" and s["energy_j"] > 0:
-            saving = 100.0 * (1.0 - e / s["energy_j"])
-            # in words: a signed "+28 % energy" read as govd using more
-            spent = f"{saving:.1f} % less" if saving >= 0 else f"{-saving:.1f} % more"
-            lines.append(f"  govd against {name}: {spent} energy, missed deadlines "
-                         f"{_missed_pct(governed):.1f} % against {_missed_pct(s):.1f} %")
-        if name != "govd" and abs(governed["sim_s"] - s["sim_s"]) > 1.0:
-            lines.append(f"  ({name} ran {s['sim_s']:.0f} s against {governed['sim_s']:.0f} s; "
+    if not throughput:
+        lines.append(row("missed deadlines", lambda s: _pct(_missed(s))))
+    for name, twin in runs.items():
+        if name == "govd":
+            continue
+        c = compare(governed, twin)
+        saving = c["saving"]
+        # in words: a signed "+28 % energy" read as govd using more
+        spent = ("? energy" if not math.isfinite(saving) else
+                 f"{100 * saving:.1f} % less energy" if saving >= 0 else
+                 f"{-100 * saving:.1f} % more energy")
+        how = (f"same work (the first {c['same_frames']} {unit}s)" if c["equal_work"]
+               else f"per {unit}")
+        cost = (f"{_pct(c['slowdown'])} slower" if throughput else
+                f"missed deadlines {_pct(c['missed'])} against {_pct(c['twin_missed'])}")
+        lines.append(f"  govd against {name}, {how}: {spent}, {cost}")
+        if abs(governed["sim_s"] - twin["sim_s"]) > 1.0:
+            lines.append(f"  ({name} ran {twin['sim_s']:.0f} s against {governed['sim_s']:.0f} s; "
                          "interrupted?)")
+    if estimate is not None and estimate.get("saved_share") is not None:
+        from govd.telemetry.savings import saving_words
+
+        measured = twins.get("performance")
+        against = ""
+        if measured is not None:
+            saving = compare(governed, measured)["saving"]
+            against = f"; measured against the performance twin: {_pct(saving)}"
+        lines.append(f"  govd's own estimate (govd status): {saving_words(estimate)}{against}")
     if missing:
         lines.append(f"  (twin run missing: {', '.join(missing)})")
     return "\n".join(lines)
 
 
+def verdict(governed: dict[str, Any], twins: dict[str, dict[str, Any] | None],
+            estimate: dict[str, Any] | None, speed: float) -> dict[str, Any]:
+    """The demo's findings as JSON (`govd run --sim --report FILE`): each twin's comparison
+    (`compare`) and govd's own estimate, with what ran."""
+    return {
+        "scenario": governed["scenario"], "levels": governed["levels"], "seed": governed["seed"],
+        "speed": speed, "sim_s": governed["sim_s"], "frames": governed["frames"],
+        "energy_j": governed["energy_j"], "target_fps": governed.get("target_fps"),
+        "twins": {name: None if twin is None else
+                  {"energy_j": twin["energy_j"], "frames": twin["frames"],
+                   **_finite(compare(governed, twin))}
+                  for name, twin in twins.items()},
+        "estimate": estimate,
+    }
+
+
+def _finite(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v
+            for k, v in values.items()}
+
+
 def run_demo(args: argparse.Namespace) -> int:
     """Run the simulated GPU and its ondemand twin, govern the first, print the comparison."""
     from govd.daemon.daemon import Daemon, Options
-    from govd.daemon.loop import Clock
     from govd.daemon.status import status_path
+    from govd.sim.clock import SimClock
     from govd.sim.gpu import SCENARIOS
     from govd.telemetry.log import setup_logging
 
@@ -171,8 +266,10 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"govd: simulated GPU under {governed_root}, {args.scenario}, "
               f"{duration_s:g} s at {args.speed:g}x (~{duration_s / args.speed:.0f} s); "
               f"twins under {', '.join(TWINS)} beside it", flush=True)
-        sims.append(_start_sim(governed_root, tmp / "frames.sock", args, duration_s,
-                               tmp / "governed.log"))
+        # --no-frames: the application reports no frames (to a socket nobody reads)
+        sends_to = tmp / ("nobody.sock" if args.no_frames else "frames.sock")
+        sims.append(_start_sim(governed_root, sends_to, args, duration_s,
+                               tmp / "governed.log", lockstep=True))
         for name, root in twin_roots.items():
             sims.append(_start_sim(root, tmp / "nobody.sock", args, duration_s,
                                    tmp / f"{name}.log"))
@@ -181,13 +278,15 @@ def run_demo(args: argparse.Namespace) -> int:
             _wait_for_tree(root, sim, tmp / f"{name}.log")
             # what an administrator does: echo GOVERNOR > .../governor
             (root / f"class/devfreq/{SIM_DEVICE}/governor").write_text(TWINS[name] + "\n")
+        # The daemon's loop runs on the simulated GPU's own time: on a loaded machine the sim
+        # falls behind its nominal pace, and a daemon counting speed x wall time would not.
+        clock = SimClock(governed_root, args.speed)
         options = Options(
             config=config, config_path=path, insecure_config=args.insecure_config,
-            sysfs_root=governed_root, record=args.record, speed=args.speed,
+            sysfs_root=governed_root, record=args.record, speed=args.speed, clock=clock,
             on_status=_status_printer([]), should_stop=lambda: sims[0].poll() is not None,
             status_file=status_path(tmp / "state.json"), status_every_s=1.0,  # a line a second
         )
-        assert Clock(args.speed).speed == args.speed
         daemon = Daemon(options)
         status = daemon.run()
         # Stopped by a signal while the simulated GPU runs: its twin is not waited for either
@@ -204,8 +303,12 @@ def run_demo(args: argparse.Namespace) -> int:
         if governed is None:
             print("govd: the simulated GPU wrote no summary", file=sys.stderr)
             return 1
-        print(report(governed, {name: _summary(root / "summary.json")
-                                for name, root in twin_roots.items()}))
+        twins = {name: _summary(root / "summary.json") for name, root in twin_roots.items()}
+        estimate = daemon.runners[0].savings.report() if daemon.runners else None
+        print(report(governed, twins, estimate))
+        if args.report is not None:
+            args.report.write_text(json.dumps(verdict(governed, twins, estimate, args.speed),
+                                              indent=1) + "\n")
         loop = daemon.stats.summary()
         print(f"  daemon: {loop['ticks']} ticks, CPU {loop['cpu_mean_us'] or 0:.0f} µs/tick, "
               f"jitter p99 {loop['jitter_p99_us'] or 0:.0f} µs, "

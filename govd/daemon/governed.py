@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import logging
-import math
 from pathlib import Path
 
 import numpy as np
 
 from govd.conf.schema import Config, DeviceConfig
+from govd.custody.lock import held_by_a_govd
 from govd.daemon.device_runner import RunnerSettings
 from govd.device.base import Device, DeviceError
 from govd.device.discovery import SYS, discover, discover_sysfs
+from govd.formats.prior import read_prior
+from govd.from_config import governor_from_config, model_settings
 from govd.governor import Governor
-from govd.model.prior import Prior, read_prior
-from govd.model.settings import ModelSettings
-from govd.model.stress import StressSettings
-from govd.policy.registry import make_policy
+from govd.model.prior import Prior
 
 log = logging.getLogger("govd.daemon")
 
@@ -67,25 +66,22 @@ def select(config: Config, devices: list[Device]) -> list[Device]:
             log.warning("%s: cannot be governed: %s", device.name, verdict.reason)
             continue
         if verdict.reason:
-            log.warning("%s: %s", device.name, verdict.reason)
+            held = held_by_a_govd(device, Path(config.state_file).parent)
+            # a running govd's own setting is no other tool's (`check-config` beside it)
+            log.log(logging.INFO if held else logging.WARNING, "%s: %s", device.name,
+                    "governed by a running govd now" if held else verdict.reason)
         chosen.append(device)
     return chosen
 
 
-def model_settings(config: Config, device: Device, levels_mhz: np.ndarray) -> ModelSettings:
-    """The model's settings for ``device``: the ``model`` section, and the device's voltage
-    table from ``power.voltage`` interpolated at its levels when the config has one."""
-    m = config.model
+def device_volts(config: Config, device: Device, levels_mhz: np.ndarray) -> tuple[float, ...]:
+    """The device's voltage table from ``power.voltage`` interpolated at ``levels_mhz`` (its
+    distinct core clocks, MHz), empty when the config has none. Units: V."""
     points = config.power.voltage.get(device.name)
-    volts: tuple[float, ...] = ()
-    if points:
-        volts = tuple(np.interp(levels_mhz, [p.freq_mhz for p in points],
-                                [p.voltage_v for p in points]).tolist())
-    return ModelSettings(
-        form=m.form, algorithm=m.algorithm, forgetting=m.forgetting, mu=m.mu, a_init=m.a_init,
-        counters=tuple(m.counters), counter_scales=tuple(m.counter_scales), dcd_h=m.dcd.H,
-        dcd_mb=m.dcd.Mb, dcd_nu=m.dcd.Nu, volts=volts,
-    )
+    if not points:
+        return ()
+    return tuple(np.interp(levels_mhz, [p.freq_mhz for p in points],
+                           [p.voltage_v for p in points]).tolist())
 
 
 def clock_levels(config: Config, device: Device) -> tuple[np.ndarray, np.ndarray | None]:
@@ -128,19 +124,12 @@ def build_governor(config: Config, device: Device) -> tuple[Governor, RunnerSett
         low_mhz = max(low_mhz, entry.bounds.min_mhz or low_mhz)
         high_mhz = min(high_mhz, entry.bounds.max_mhz or high_mhz)
     target = config.target.to_target()
-    idle_w = config.power.idle_power_w
     try:
-        policy = make_policy(policy_config.name, **policy_config.params)
-        governor = Governor(
+        governor = governor_from_config(
             # the voltage table has one voltage per distinct core clock, pairs or not
-            levels_mhz, policy, target, model_settings(config, device, np.unique(levels_mhz)),
-            bounds_mhz=(low_mhz, high_mhz), idle_power_w=math.nan if idle_w is None else idle_w,
-            fallback=make_policy(policy_config.fallback),
-            fallback_grace_s=policy_config.fallback_grace_s, mem_levels_mhz=mem_levels_mhz,
-            stress_settings=StressSettings(jump_ratio=config.model.stress.jump_ratio,
-                                           jump_run=config.model.stress.jump_run,
-                                           stuck_ticks=config.model.stress.stuck_ticks),
-            prior=_prior_for(config, device, mem_levels_mhz),
+            config, levels_mhz, mem_levels_mhz, policy_config=policy_config,
+            settings=model_settings(config, device_volts(config, device, np.unique(levels_mhz))),
+            bounds_mhz=(low_mhz, high_mhz), prior=_prior_for(config, device, mem_levels_mhz),
         )
     except (ValueError, TypeError, LookupError, OSError) as exc:
         raise SetupError(f"{device.name}: cannot set up policy {policy_config.name!r}: {exc}") \
@@ -149,7 +138,6 @@ def build_governor(config: Config, device: Device) -> tuple[Governor, RunnerSett
         policy=policy_config.name,
         target=target,
         apps={app: t.to_target() for app, t in config.apps.items()},
-        min_dwell_s=config.min_dwell_ms / 1000.0,
         counters=tuple(config.model.counters),
     )
     return governor, settings

@@ -17,6 +17,7 @@ every device (~0.45 ms of a cold tick every 2 s on the simulated tree), is skipp
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -72,9 +73,15 @@ class DeviceWatch:
         """One hot-plug event: pause or probe the governed device it names, or, for a device not
         governed that appears, ask for a rescan."""
         for runner in runners:
-            if event.name == runner.name or event.sys_path == getattr(runner.device, "path", None):
+            own = runner.device.lock_dir()
+            if event.name == runner.name or (own is not None and event.sys_path == Path(own)):
                 if event.action in _GOING:
                     runner.gone(now_s)
+                elif own is not None and runner.paused is not None and \
+                        os.path.realpath(event.sys_path) != os.path.realpath(own):
+                    # Its name, another directory: not the device govd took (that one's
+                    # directory is gone), which a probe of the old path would never see.
+                    runner.replaced(now_s, f"appeared at {event.sys_path}, not {own}")
                 else:
                     runner.probe_soon()
                 return
@@ -123,6 +130,12 @@ class DeviceWatch:
             return self._seen.issuperset(listed_names(self.sysfs_root))
         except OSError:
             return False  # unreadable now: let the scan say what is there
+
+    def forget(self, name: str) -> None:
+        """Look at the device called ``name`` afresh at the next rescan (another device took
+        the name of the one governed), and rescan at the next tick."""
+        self._seen.discard(name)
+        self._wanted = True
 
     def look_again(self, governed: Sequence[str]) -> None:
         """Forget every device but ``governed``, and rescan at the next tick: after a reload a

@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 
 TICK_HISTORY = 4096
 """Ticks kept for the jitter and CPU statistics."""
+ON_TIME_S = 1e-9
+"""A time within this of a deadline counts as the deadline: deadlines are sums of float
+periods (0.05 s is not exact in binary), and a clock that moves in exact steps (the simulated
+GPU's, `govd.sim.clock`) reaches them a rounding error early or late. Units: s."""
 
 
 class Clock:
@@ -114,9 +118,9 @@ class DeadlineScheduler:
         """Wait for the next deadline and return its tick; None when the wait ended early."""
         now_s = self._now_s()
         due_s = self.due_s
-        if self._restarted and now_s >= due_s:
+        if self._restarted and now_s >= due_s - ON_TIME_S:
             pass  # restarted on a time already here: this tick fires now, nothing was skipped
-        elif now_s > due_s:
+        elif now_s > due_s + ON_TIME_S:
             # The previous tick ran past this deadline: skip it and every other one passed,
             # and wait for the next one ahead rather than firing late ticks back to back.
             skipped = math.floor((now_s - due_s) / self.period_s) + 1
@@ -124,10 +128,10 @@ class DeadlineScheduler:
             self.overruns += skipped
             self._pending_overruns += skipped
             due_s = self.due_s
-        if now_s < due_s:
+        if now_s < due_s - ON_TIME_S:
             self._wait_s(due_s - now_s)
             now_s = self._now_s()
-            if now_s < due_s:
+            if now_s < due_s - ON_TIME_S:
                 return None
         self._restarted = False
         tick = Tick(due_s, now_s, now_s - self._last_started_s, self._pending_overruns)

@@ -1,4 +1,5 @@
-"""``govd run``, ``govd restore`` and ``govd status``: the daemon from the command line."""
+"""``govd run``, ``govd restore``, ``govd reload`` and ``govd status``: the daemon from the
+command line."""
 
 from __future__ import annotations
 
@@ -9,10 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from govd.cli import UsageError
-from govd.conf.load import ConfigError, load_config
-from govd.conf.schema import Config
-
-DEFAULT_CONFIG = Path("/etc/govd/govd.yaml")
+from govd.conf.load import DEFAULT_CONFIG, ConfigError, load_config
+from govd.conf.schema import Config, state_file_problem
 
 
 def read_config(args: argparse.Namespace) -> tuple[Config, Path | None]:
@@ -34,6 +33,9 @@ def with_overrides(config: Config, args: argparse.Namespace) -> Config:
     update: dict[str, Any] = {}
     if getattr(args, "state_file", None) is not None:
         update["state_file"] = str(Path(args.state_file).absolute())
+        problem = state_file_problem(update["state_file"])  # model_copy does not validate
+        if problem is not None:
+            raise UsageError(f"--state-file: {problem.removeprefix('state_file ')}")
     if getattr(args, "socket", None) is not None:
         socket = config.frames.socket.model_copy(update={"path": str(args.socket)})
         update["frames"] = config.frames.model_copy(update={"socket": socket, "source": "socket"})
@@ -63,19 +65,29 @@ def run_daemon(args: argparse.Namespace) -> int:
     if args.sim:
         from govd.daemon.demo import run_demo
 
+        if args.scenario is None:
+            args.scenario = DEFAULT_SCENARIO
         return run_demo(args)
-    if args.speed != 1.0:
-        raise UsageError("--speed only applies to --sim")
+    only_sim = [flag for flag, given in (("--speed", args.speed != 1.0),
+                                         ("--scenario", args.scenario is not None),
+                                         ("--duration-s", args.duration_s is not None)) if given]
+    if only_sim:
+        raise UsageError(f"{', '.join(only_sim)} only appl{'ies' if len(only_sim) == 1 else 'y'} "
+                         "to --sim")
+    if args.record is not None and not args.record.absolute().parent.is_dir():
+        raise UsageError(f"--record {args.record}: its folder does not exist")
+    if args.report is not None or args.no_frames:
+        raise UsageError("--report and --no-frames only apply to --sim")
+    from govd.custody.state_file import StateFileError
     from govd.daemon.daemon import Daemon, Options, StartError
     from govd.daemon.governed import SetupError
-    from govd.daemon.state import StateFileError
     from govd.daemon.status import status_path
     from govd.telemetry.log import setup_logging
 
     config, path = read_config(args)
     config = with_overrides(config, args)
     setup_logging(config.logging.level)
-    from govd.model.kernels import log_mode
+    from govd.kernels.loader import log_mode
 
     log_mode(logging.getLogger("govd.daemon"))
     options = Options(
@@ -94,24 +106,27 @@ def run_daemon(args: argparse.Namespace) -> int:
 
 
 def restore(args: argparse.Namespace) -> int:
-    """Put every device in the state file back as govd found it, then remove the file."""
-    from govd.daemon.state import StateFileError, restore_from_file
+    """Put every device govd holds no more back as govd found it: those of the state file, and
+    of the `govd measure` state files beside it, whose govd process is dead; remove the files."""
+    from govd.custody.custody import restore_custody
+    from govd.custody.state_file import StateFileError
 
     path = state_file_of(args)
     try:
-        count, failures = restore_from_file(path)
+        done = restore_custody(path)
     except StateFileError as exc:
         print(f"govd restore: {exc}", file=sys.stderr)
         return 1
-    if count == 0:
+    if not done.devices and not done.failures:
         print(f"govd restore: {path}: nothing to restore")
         return 0
-    for line in failures:
+    for line in done.failures:
         print(f"govd restore: could not restore {line}", file=sys.stderr)
-    if failures:
-        print(f"govd restore: {path} kept; run again once the device is back", file=sys.stderr)
+    if done.failures:
+        print(f"govd restore: what could not be put back is kept beside {path}; run again once "
+              "the device is back", file=sys.stderr)
         return 1
-    print(f"govd restore: {count} device(s) restored from {path}")
+    print(f"govd restore: {len(done.restored)} device(s) restored from {path}")
     return 0
 
 
@@ -124,6 +139,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="state file (default: the configuration's state_file)")
 
 
+DEFAULT_SCENARIO = "game-medium"
 MIN_SPEED, MAX_SPEED = 0.01, 1000.0
 """The simulated GPU's speeds (simulated s per wall s) the demo accepts: beyond them its clock
 would stall or overflow."""
@@ -144,7 +160,7 @@ def _duration(text: str) -> float:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``run``, ``restore`` and ``status`` to the `govd` command line."""
+    """Add ``run``, ``restore``, ``reload`` and ``status`` to the `govd` command line."""
     run = subparsers.add_parser("run", help="govern the GPUs (the daemon)",
                                 description=run_daemon.__doc__)
     _common(run)
@@ -152,9 +168,14 @@ def register(subparsers: Any) -> None:
                      help="demo: govern the built-in simulated GPU and compare with ondemand")
     run.add_argument("--speed", type=_speed, default=1.0,
                      help="with --sim: simulated seconds per wall second (e.g. 10)")
-    run.add_argument("--scenario", default="game-medium", help="with --sim: the workload")
+    run.add_argument("--scenario", default=None,
+                     help=f"with --sim: the workload (default {DEFAULT_SCENARIO})")
     run.add_argument("--duration-s", type=_duration, default=None,
                      help="with --sim: simulated seconds to run (default 600)")
+    run.add_argument("--no-frames", action="store_true",
+                     help="with --sim: the simulated application reports no frames")
+    run.add_argument("--report", type=Path, default=None,
+                     help="with --sim: write the comparison with the twins as JSON to this file")
     run.add_argument("--record", type=Path, default=None,
                      help="write a run trace CSV (time_s,frame_time_ms,frame_count,freq_mhz,...)")
     run.add_argument("--sysfs-root", type=Path, default=Path("/sys"),
@@ -167,6 +188,17 @@ def register(subparsers: Any) -> None:
                                  description=restore.__doc__)
     _common(back)
     back.set_defaults(func=restore)
+
+    from govd.daemon.reload_request import request_reload
+
+    again = subparsers.add_parser("reload", help="reload the running govd's configuration and "
+                                  "wait for its answer", description=request_reload.__doc__)
+    _common(again)
+    again.add_argument("--pid", type=int, default=None,
+                       help="the daemon's pid (default: the status file's; systemd: $MAINPID)")
+    again.add_argument("--timeout-s", type=_duration, default=30.0,
+                       help="how long to wait for the answer (default 30 s)")
+    again.set_defaults(func=request_reload)
 
     from govd.daemon.status import show_status
 

@@ -3,7 +3,8 @@ and `govd check-config`, so that what check-config accepts the daemon accepts.
 
 The schema (`govd.conf.load`) checks the file alone; this checks what needs code or the machine:
 each policy built with its parameters (a policy may refuse a value the schema cannot know, e.g.
-ondemand's whole-number thresholds), the prior file read, the metrics exporter's address, a
+ondemand's whole-number thresholds), no setting that changes nothing under the model forms in
+force (`govd.from_config.inert_knobs`), the prior file read, the metrics exporter's address, a
 state file already there being one govd can use, and for each device found a whole governor built
 (bounds against the device's own, levels).
 """
@@ -19,6 +20,7 @@ from govd.conf.schema import Config, PolicyConfig
 from govd.daemon.device_runner import RunnerSettings
 from govd.daemon.governed import SetupError, build_governor
 from govd.device.base import Device
+from govd.from_config import inert_knobs
 from govd.governor import Governor
 from govd.policy.registry import make_policy
 
@@ -61,7 +63,7 @@ def _metrics_problems(config: Config) -> list[str]:
 
     host = config.metrics.listen.rpartition(":")[0].strip("[]")
     try:
-        check_listen_address(host)
+        check_listen_address(host, config.metrics.allow_non_loopback)
         check_available()
     except (ValueError, MetricsUnavailable) as exc:
         return [f"metrics.listen: {exc}"]
@@ -71,7 +73,7 @@ def _metrics_problems(config: Config) -> list[str]:
 def _prior_problems(config: Config) -> list[str]:
     if not config.model.prior:
         return []
-    from govd.model.prior import read_prior
+    from govd.formats.prior import read_prior
 
     try:
         read_prior(config.model.prior)
@@ -85,7 +87,7 @@ def _state_file_problems(config: Config) -> list[str]:
     folder, a FIFO, or a file that is no govd state (never overwritten: govd did not write it).
     A file this process may not read (check-config as a user, the file root's) is left to the
     daemon to judge."""
-    from govd.daemon.state import StateFileError, load_state
+    from govd.custody.state_file import StateFileError, load_state
 
     path = Path(config.state_file)
     if os.path.lexists(path) and not os.access(path, os.R_OK):
@@ -105,6 +107,8 @@ def check_applicable(config: Config, devices: Sequence[Device]) -> list[Built]:
         if entry.policy is not None:
             problems += _policy_problems(f"devices[{i}].policy", entry.policy)
     problems += _prior_problems(config) + _metrics_problems(config) + _state_file_problems(config)
+    if not problems:
+        problems += inert_knobs(config)
     built = []
     if not problems:  # a bad policy or prior would fail every device again: said once above
         for device in devices:

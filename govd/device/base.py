@@ -158,6 +158,21 @@ class Device(ABC):
         can and logs this; whoever reports "every device restored" should say it too."""
         return None
 
+    def identity(self) -> dict[str, str]:
+        """What tells this device from another one that later takes its name (hot-plug: a
+        different GPU plugged in as ``card0``): strings a backend can read without writing, such
+        as the PCI slot, the PCI ids and a serial number. The state file keeps it beside the
+        saved state, and nothing saved for one device is written into a device whose identity
+        differs. The default (backend, name, PCI id) suits backends whose name is already unique
+        (an NVML UUID)."""
+        return {"backend": self.backend, "name": self.name, "pci_id": self.pci_id or ""}
+
+    def lock_dir(self) -> str | None:
+        """The folder whose inode stands for this device while it is plugged in (a sysfs
+        device's own directory), locked by whoever governs it; None for a device without one
+        (then a lock file named after the device is used, see `govd.custody.lock`)."""
+        return None
+
     @abstractmethod
     def save(self) -> dict[str, Any]:
         """The state found before govd's first write, as JSON-able data that `restore_saved`

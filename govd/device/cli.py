@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from govd.cli import UsageError
+from govd.custody.lock import held_by_a_govd
 from govd.device.base import Device, DeviceError
 from govd.device.discovery import DISCOVERERS, SYS, discover_sysfs, open_found, scan
 
+DEFAULT_LOCK_DIR = Path("/run/govd")
+"""Where the shipped state file's folder keeps the locks of devices without a sysfs folder."""
 _NO_BACKEND = {
     "nvidia": "governed through NVML, not sysfs",
     "nouveau": "nouveau offers no clock control govd can use",
@@ -33,6 +36,8 @@ def describe(device: Device) -> dict[str, Any]:
     try:
         verdict = device.controllable()
         row["controllable"], row["reason"] = verdict.ok, verdict.reason
+        if verdict.reason and held_by_a_govd(device, DEFAULT_LOCK_DIR):
+            row["reason"] = "governed by a running govd now"  # its own setting, no other tool's
     except DeviceError as exc:
         row.update(controllable=False, reason=str(exc))
     try:
@@ -57,8 +62,9 @@ def describe(device: Device) -> dict[str, Any]:
 
 
 def list_devices(sysfs_root: Path) -> list[dict[str, Any]]:
-    """One row per device: sysfs devices (including those govd has no backend for), then the
-    devices of every other registered discoverer."""
+    """One row per device: sysfs devices (including those govd has no backend for), then, for
+    the real /sys only (what `govd run` governs), the devices of every other registered
+    discoverer (NVML)."""
     rows = []
     for found in scan(sysfs_root):
         if found.backend is None:
@@ -68,6 +74,8 @@ def list_devices(sysfs_root: Path) -> list[dict[str, Any]]:
                          "controllable": False, "reason": reason, "gpu": found.gpu[0]})
         else:
             rows.append(describe(open_found(found, sysfs_root)))
+    if Path(sysfs_root) != SYS:
+        return rows  # as `govd run` (`find_devices`): NVML GPUs are the machine's, not the tree's
     for discoverer in DISCOVERERS:
         if discoverer is not discover_sysfs:
             rows.extend(describe(device) for device in discoverer(sysfs_root))

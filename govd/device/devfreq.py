@@ -18,6 +18,8 @@ from govd.device.sysfs import SysfsDevice, excerpt, nearest_level
 
 _HZ_PER_MHZ = 1e6
 USERSPACE = "userspace"
+UNDEFINED = "undefined"
+"""What ``userspace/set_freq`` reads until something is written after userspace is selected."""
 
 
 class DevfreqDevice(SysfsDevice):
@@ -30,8 +32,11 @@ class DevfreqDevice(SysfsDevice):
     `forget_applied`): the governor's levels are fixed for the run too, and rereading and
     parsing the list, then comparing numpy scalars, was most of a level write's cost."""
     STATE_FIELDS: ClassVar[dict[str, tuple[type, ...]]] = {
-        "governor": (str,), "min_freq_hz": (int,), "max_freq_hz": (int,), "set_freq_hz": (int,)}
-    OPTIONAL_STATE: ClassVar[frozenset[str]] = frozenset({"set_freq_hz"})
+        "governor": (str,), "min_freq_hz": (int,), "max_freq_hz": (int,), "set_freq_hz": (int,),
+        "unset_at_hz": (int,)}
+    OPTIONAL_STATE: ClassVar[frozenset[str]] = frozenset({"set_freq_hz", "unset_at_hz"})
+    """``unset_at_hz``: under userspace, ``set_freq`` read ``undefined`` (nothing asked since the
+    governor was selected) while the device ran at this frequency (Hz)."""
     """Write ``set_freq`` at the next `set_level` whatever it holds (`forget_applied`)."""
 
     @property
@@ -148,6 +153,8 @@ class DevfreqDevice(SysfsDevice):
             # Until something is written the kernel prints "undefined" here.
             if text.isdigit():
                 state["set_freq_hz"] = int(text)
+            elif text == UNDEFINED:
+                state["unset_at_hz"] = int(self._read_float("cur_freq"))
         return state
 
     def _restore_state(self, state: dict[str, Any]) -> None:
@@ -168,3 +175,39 @@ class DevfreqDevice(SysfsDevice):
             and self._set_freq_text() != str(set_freq_hz)
         ):
             self._write("userspace/set_freq", set_freq_hz)
+        unset_at_hz = state.get("unset_at_hz")
+        if state["governor"] == USERSPACE and unset_at_hz is not None \
+                and self._set_freq_text() != UNDEFINED:
+            self._unset_request(state, unset_at_hz)
+
+    def _unset_request(self, state: dict[str, Any], running_hz: int) -> None:
+        """Make ``set_freq`` read ``undefined`` again, the device still at ``running_hz``: no
+        write to it does that; the kernel forgets the request only when the userspace governor
+        is selected afresh, and then keeps the frequency it ran at. So the bounds are pinned at
+        ``running_hz``, another governor selected (it can only run there), userspace selected
+        again, and the bounds put back. Raises DeviceError naming what could not be done."""
+        others = [g for g in self._read("available_governors").split() if g != USERSPACE]
+        if not others:
+            raise DeviceError(f"{self.path}: userspace/set_freq read {UNDEFINED} when govd took "
+                              "it; the kernel forgets a request only when another governor is "
+                              f"selected, and it offers none: set_freq left at "
+                              f"{self._set_freq_text()}")
+        other = next((g for g in ("performance", "powersave") if g in others), others[0])
+        saved = (state["min_freq_hz"], state["max_freq_hz"])
+        pinned = (running_hz, running_hz)
+        self._write_bounds("min_freq", "max_freq", pinned, saved)
+        try:
+            self._write("governor", other)
+            self._write("governor", USERSPACE)
+        finally:
+            self._write_bounds("min_freq", "max_freq", saved, pinned)
+
+    def _not_held(self, saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
+        """As `SysfsDevice._not_held`, but a request found ``undefined`` holds when it reads
+        ``undefined`` again, whatever the device runs at (the kernel's choice)."""
+        if "unset_at_hz" in saved:
+            saved = {k: v for k, v in saved.items() if k != "unset_at_hz"}
+            if "unset_at_hz" not in now:
+                return [*super()._not_held(saved, now),
+                        f"userspace/set_freq is {self._set_freq_text()}, not {UNDEFINED}"]
+        return super()._not_held(saved, now)

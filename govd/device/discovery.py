@@ -13,6 +13,7 @@ devices they find) and ``BACKENDS`` (backend name → function reopening a devic
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -29,6 +30,7 @@ from govd.device.xe import XeDevice
 
 SYS = Path("/sys")
 _CARD = re.compile(r"^card\d+$")
+log = logging.getLogger("govd.device")
 
 Reopen = Callable[[dict[str, Any], Path], Device]
 """Rebuilds a device from its ``save()`` data; the path is the sysfs root (ignored by NVML)."""
@@ -207,9 +209,23 @@ def _udev(context: Any | None = None) -> list[Found]:
 
 
 def scan(sysfs_root: Path = SYS) -> list[Found]:
-    """Every devfreq device and drm card under ``sysfs_root`` (through udev for the real /sys)."""
+    """Every devfreq device and drm card under ``sysfs_root`` (through udev for the real /sys;
+    where libudev cannot be loaded, by reading /sys as any other tree, said once)."""
     sysfs_root = Path(sysfs_root)
-    return _udev() if sysfs_root == SYS else _walk(sysfs_root)
+    if sysfs_root != SYS:
+        return _walk(sysfs_root)
+    try:
+        return _udev()
+    except (ImportError, OSError) as exc:
+        # A traceback at every start (and a restart loop under systemd) helped nobody.
+        if not _said_no_udev:
+            _said_no_udev.append(True)
+            log.warning("udev unavailable (%s; Debian: apt-get install libudev1): devices "
+                        "found by reading %s directly", exc, SYS)
+        return _walk(SYS)
+
+
+_said_no_udev: list[bool] = []
 
 
 def open_found(found: Found, sysfs_root: Path = SYS, io: SysfsIO | None = None) -> SysfsDevice:

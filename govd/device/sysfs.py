@@ -20,6 +20,35 @@ _GONE = {errno.ENODEV, errno.ENOENT, errno.ENXIO}
 _REFUSED = {errno.EINVAL, errno.EACCES, errno.EPERM, errno.EBUSY, errno.EROFS, errno.ERANGE}
 
 
+_IDENTITY_FILES = {
+    "pci_id": ("device/vendor", "device/device"),
+    "subsystem_id": ("device/subsystem_vendor", "device/subsystem_device"),
+    "serial": ("device/unique_id",),
+    "compatible": ("device/of_node/compatible",),
+}
+"""What `SysfsDevice.identity` reads, where the driver has it (key → files joined by ``:``)."""
+MAX_IDENTITY_CHARS = 80
+"""Longest identity value kept: whoever builds a tree given with --sysfs-root chooses them."""
+
+
+def one_printable_line(text: str, max_chars: int = MAX_IDENTITY_CHARS) -> str:
+    """``text`` cut to ``max_chars``, every unprintable character (a line break, an escape) as
+    ``?``."""
+    text = text[:max_chars]
+    return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _id_word(text: str) -> str:
+    """An identity file's first word: a hex id as ``lspci -n`` shows it (``8086``)."""
+    word = text.split("\0")[0].strip()
+    if word.startswith("0x"):
+        try:
+            return f"{int(word, 16):04x}"
+        except ValueError:
+            pass
+    return word
+
+
 _READ_BYTES = 8192
 """A sysfs attribute holds at most a page: one read(2) of this size takes it whole, and a
 shorter answer is the end of the file (no second read(2) to find the end)."""
@@ -191,7 +220,9 @@ class SysfsDevice(Device):
         self.path = Path(path)
         self.sysfs_root = Path(sysfs_root)
         self.io = io or (KeptOpenSysfsIO() if self.sysfs_root == _SYS else SysfsIO())
-        self.name = self.path.name
+        # Printable: it starts journal lines, status lines and `govd devices` rows, and a tree
+        # given with --sysfs-root may name a device "card0\ngovd: ..." (a forged line).
+        self.name = one_printable_line(self.path.name, 255)
         self._saved_state: dict[str, Any] | None = None
         # what the last set_level chose, in the backend's own terms (Hz, MHz, level index), so
         # `override` can tell when someone else changed it; None before any set_level
@@ -216,6 +247,26 @@ class SysfsDevice(Device):
                 return None
             self._pci_id = f"{vendor:04x}:{device:04x}"
         return self._pci_id
+
+    def identity(self) -> dict[str, str]:
+        """The device behind this directory, read afresh (never cached: a different GPU may
+        have taken the name since): the name of its parent device (the PCI slot such as
+        ``0000:03:00.0``, or a platform device's name), its PCI vendor:device and subsystem ids
+        and its serial (``unique_id``, amdgpu) where the files exist, and a platform device's
+        device tree ``compatible``."""
+        found = {"backend": self.backend, "name": self.name}
+        found["parent"] = os.path.basename(os.path.realpath(self.path / "device"))
+        for key, rels in _IDENTITY_FILES.items():
+            try:
+                found[key] = ":".join(_id_word(self._read(rel)) for rel in rels)
+            except DeviceError:
+                continue
+        return {key: one_printable_line(value) for key, value in found.items()}
+
+    def lock_dir(self) -> str:
+        """The device's own sysfs directory (a new one, a new inode, when it is plugged in
+        again)."""
+        return str(self.path)
 
     # -- file access, the only place OSError is caught -------------------------------------
     def _file(self, rel: str) -> str:

@@ -9,22 +9,24 @@ from typing import Any
 
 import numpy as np
 
+from govd.conf.schema import Config
 from govd.eval.reference import mean_curve_levels
 from govd.eval.replay import Replay, replay
 from govd.eval.score import Score, score
 from govd.formats.sweep import SweepTable
-from govd.model.scaling_selection import scaling_counters
-from govd.model.selection import counter_scale, frequency_prefilter
+from govd.model.forms import resolve
 from govd.model.settings import ModelSettings
 from govd.policy.base import Policy
 from govd.policy.oracle import oracle_levels
 from govd.policy.registry import make_policy, policy_class
+from govd.research.scaling_selection import scaling_counters
+from govd.research.selection import counter_scale, frequency_prefilter
 from govd.target import Target
 
 
 def frequency_independent_counters(sweep: SweepTable) -> tuple[list[str], list[float]]:
     """Counters of the table usable by the model (seed §IV-C prefilter, see
-    `govd.model.selection`) and their scales.
+    `govd.research.selection`) and their scales.
 
     A counter qualifies when |Pearson r| with the level's frequency over all rows is below 0.1
     and it varies at all; its scale is its standard deviation, so that its changes are of
@@ -52,6 +54,7 @@ def evaluate(
     progress: Callable[[str, int, int], None] | None = None,
     algo: str | None = None,
     wrap: Callable[[Policy, SweepTable, float], Policy] | None = None,
+    config: Config | None = None,
 ) -> list[tuple[str, SweepTable, Replay, Score]]:
     """Replay each policy over each table and score it.
 
@@ -59,12 +62,14 @@ def evaluate(
     ``policy_params``: constructor parameters per policy name. Returns (policy, sweep, replay,
     score) in order. ``algo``: see `replay` (``arnlms`` swaps in the AR-NLMS baseline).
     ``wrap``: turns each model-driven policy (with the table and its idle power, W) into the
-    one replayed (`govd.eval.truth.TrueCurves`: the same policy on true curves)."""
+    one replayed (`govd.eval.truth.TrueCurves`: the same policy on true curves). ``config``:
+    what else each governor is built from (`govd.eval.replay.replay`)."""
     settings = settings or ModelSettings()
     results = []
     for sweep in sweeps:
         idle_w = resolve_idle_power(sweep, idle_power_w)
-        if counters is None and settings.form_for(target.max_slowdown is not None) == "scaling":
+        form = resolve(settings.form, target.fps is not None)
+        if counters is None and form == "scaling":
             names = scaling_counters(sweep.time_ms, sweep.levels_mhz, sweep.counters,
                                      sweep.mem_levels_mhz)
             scales = [counter_scale(sweep.counters[n]) for n in names]
@@ -93,7 +98,8 @@ def evaluate(
             if progress is not None:
                 def report(u: int, name: str = name, n: int = sweep.units) -> None:
                     progress(name, u, n)
-            run = replay(sweep, policy, target, table_settings, idle_w, report, algo)
+            run = replay(sweep, policy, target, table_settings, idle_w, report, algo,
+                         config=config)
             uses_model = bool(policy_class(name).uses_model)
             results.append((name, sweep, run, score(sweep, run, best, target, idle_w,
                                                     uses_model, reference)))

@@ -21,9 +21,9 @@ from govd.eval.evaluate import evaluate, frequency_independent_counters
 from govd.eval.score import apriori_ape
 from govd.formats.sweep import SweepTable
 from govd.model.arrays import FloatArray
-from govd.model.regression_data import concatenate, path_regression, sweep_regression
-from govd.model.selection import counter_scale
 from govd.model.settings import ModelSettings
+from govd.research.regression_data import concatenate, path_regression, sweep_regression
+from govd.research.selection import counter_scale
 from govd.target import Target
 
 

@@ -1,7 +1,7 @@
 """`govd select-features FILE...`: seed 000's offline choice of the model's counters.
 
 Reads sweep tables or run traces (told apart by their header), drops the counters that follow
-the frequency, runs the cross-validated Lasso of eq. 14 (`govd.model.selection`) and reports
+the frequency, runs the cross-validated Lasso of eq. 14 (`govd.research.selection`) and reports
 η_min and η_1se with their features; ``-o`` writes the ``model.counters`` config snippet.
 """
 
@@ -21,8 +21,8 @@ from govd.formats.regular_file import MAX_TABLE_BYTES, read_regular
 from govd.formats.sweep import SweepFormatError, SweepTable, read_sweep
 from govd.formats.trace import COLUMNS as TRACE_COLUMNS
 from govd.formats.trace import RunTrace, TraceFormatError, read_trace
-from govd.model.regression_data import concatenate, sweep_regression, trace_regression
-from govd.model.selection import (
+from govd.research.regression_data import concatenate, sweep_regression, trace_regression
+from govd.research.selection import (
     CV_FOLDS,
     FREQUENCY_CORRELATION_LIMIT,
     FREQUENCY_TERMS,

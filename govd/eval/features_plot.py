@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from govd.model.selection import Selection
+from govd.research.selection import Selection
 
 
 def plot_selection(result: Selection, out_dir: str) -> list[Path]:

@@ -13,8 +13,8 @@ import sys
 from govd.cli import UsageError, needs_extra
 from govd.eval.prior_fit import fit_prior
 from govd.eval.prior_gain import prior_gain
+from govd.formats.prior import write_prior
 from govd.formats.sweep import SweepFormatError, SweepTable, read_sweep
-from govd.model.prior import write_prior
 from govd.target import Target
 
 

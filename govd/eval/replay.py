@@ -1,7 +1,9 @@
 """Drive one `Governor` over a sweep table, unit by unit, as the device would have run it.
 
-Each policy sees only the row of the level it chose for a unit (what it would have measured);
-the decision made after unit u applies to unit u + 1. Every run starts at the fastest level.
+The governor is the daemon's, built from a configuration by `govd.from_config` (its policy,
+fallback, grace, dwell and stress thresholds; a unit is a tick of its period). Each policy sees
+only the row of the level it chose for a unit (what it would have measured); the decision made
+after unit u applies to unit u + 1. Every run starts at the fastest level.
 What a tick's sample holds is what a device would report for that unit: with a frame deadline
 T the GPU idles after an early frame, so utilisation is t/T and the average power mixes the
 busy power of the row with the idle power; throughput work is busy all the time.
@@ -16,14 +18,20 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from govd.conf.schema import Config
 from govd.formats.sweep import SweepTable
-from govd.governor import Governor, Sample
-from govd.model.arnlms import ArNlmsModel
+from govd.from_config import governor_from_config
+from govd.governor import Sample
 from govd.model.arrays import FloatArray, IntArray
 from govd.model.prior import Prior
 from govd.model.settings import ModelSettings
 from govd.policy.base import Policy
 from govd.target import Target
+
+EVALUATION = Config(min_dwell_ms=0)
+"""What the evaluator replays when it is given no configuration: the daemon's defaults, but no
+dwell (the measured figures in bench/results/*.json were taken so; ``govd eval --config``
+replays a configuration's dwell, `govd.governor.Governor.dwell_ticks`)."""
 
 KENDALL_STRIDE = 16
 """Rank fidelity is measured on every 16th unit: an L×L comparison per unit is the slowest
@@ -84,21 +92,27 @@ def replay(
     progress: Callable[[int], None] | None = None,
     algo: str | None = None,
     prior: Prior | None = None,
+    config: Config | None = None,
 ) -> Replay:
     """Run ``policy`` (through a fresh Governor) over every unit of ``sweep``.
 
-    ``algo``: ``arnlms`` puts the AR-NLMS frame-time predictor (`govd.model.arnlms`) in the
+    ``algo``: ``arnlms`` puts the AR-NLMS frame-time predictor (`govd.research.arnlms`) in the
     governor's model; None or ``rls``/``dcd`` keeps ``settings.algorithm``. ``prior``: seeds
-    the model (`govd.model.prior`)."""
+    the model (`govd.model.prior`). ``config``: what else the governor is built from (default
+    `EVALUATION`); ``settings`` takes precedence over its model section, and the model learns
+    the idle power (``idle_power_w`` only shapes the samples, as the device's would)."""
     settings = settings or ModelSettings()
     if algo == "arnlms" or prior is not None:
         settings = replace(settings, form="seed")  # both build on eq. 10's model
-    gov = Governor(sweep.levels_mhz, policy, target, settings,
-                   mem_levels_mhz=sweep.mem_levels_mhz, prior=prior)
+    gov = governor_from_config(config or EVALUATION, sweep.levels_mhz, sweep.mem_levels_mhz,
+                               policy=policy, target=target, settings=settings,
+                               idle_power_w=math.nan, prior=prior)
     if algo == "arnlms":
+        from govd.research.arnlms import ArNlmsModel
+
         # the governor only calls the model's update/predictions, so the AR baseline plugs in
         # without a second governor
-        gov.model = ArNlmsModel(gov.model)  # type: ignore[assignment]
+        gov.model = ArNlmsModel(gov.model)  # type: ignore[arg-type]
     n_units, n_levels = sweep.time_ms.shape
     busy, interval_s, power_w = tick_inputs(sweep, target, idle_power_w)
     names = settings.counters
@@ -135,17 +149,17 @@ def replay(
                 late_share=float(time_ms[u, level] > deadline_ms) if judged else math.nan,
             )
         )
-        view = decision.outlook
-        sens[u] = view.sensitivity_ms_per_mhz
-        if view.model_ready:
-            fitted[u] = gov.model.fitted_time_ms
+        p = decision.outlook.predictions
+        sens[u] = p.sensitivity_ms_per_mhz
+        if p.ready:
+            fitted[u] = p.fitted_time_ms
         level = decision.level
-        if view.model_ready and u + 1 < n_units:
-            predicted[u + 1] = view.time_ms[level]
+        if p.ready and u + 1 < n_units:
+            predicted[u + 1] = p.time_ms[level]
         if u % KENDALL_STRIDE == 0 and u // KENDALL_STRIDE < energy_units.size:
-            energy[u // KENDALL_STRIDE] = view.energy_mj
-            if view.model_ready:
-                times[u // KENDALL_STRIDE] = view.time_ms
+            energy[u // KENDALL_STRIDE] = p.energy_mj
+            if p.ready:
+                times[u // KENDALL_STRIDE] = p.time_ms
         if progress is not None and u % 4096 == 0:
             progress(u)
     wall_s = time.perf_counter() - started

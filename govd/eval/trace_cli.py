@@ -1,4 +1,6 @@
-"""`govd replay TRACE.csv`: rerun the model over a recorded run and report its accuracy."""
+"""`govd replay TRACE.csv`: rerun the model over a recorded run and report its accuracy; with
+``--config FILE``, rerun the whole governor that configuration builds and compare its decisions
+with the ones the live run took (`govd.eval.trace_replay`)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ import numpy as np
 from govd.cli import UsageError
 from govd.formats.trace import RunTrace
 from govd.model.online import OnlineModel
-from govd.model.selection import counter_scale
 from govd.model.settings import ModelSettings
+from govd.research.selection import counter_scale
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,6 +30,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--levels", metavar="MHZ,MHZ,...",
                    help="the device's levels (default: the frequencies the trace ran at)")
     p.add_argument("--counters", metavar="A,B", help="counters to use (default: all columns)")
+    p.add_argument("--config", metavar="FILE",
+                   help="replay the governor this configuration builds (the one the run was "
+                        "recorded with) and compare its decisions with the run's, tick by tick")
+    p.add_argument("--insecure-config", action="store_true",
+                   help="accept a configuration writable by others than root and the user")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -75,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         trace = read_trace(args.trace)
     except (OSError, TraceFormatError) as exc:
         raise UsageError(str(exc)) from None
+    if args.config is not None:
+        return _decisions(args, trace)
     names = list(trace.counters) if args.counters is None else args.counters.split(",")
     missing = [c for c in names if c and c not in trace.counters]
     if missing:
@@ -105,3 +114,35 @@ def run(args: argparse.Namespace) -> int:
               f"within 10 % {100 * e['within_10']:.1f} %, within 20 % {100 * e['within_20']:.1f} %")
     print(f"  skipped samples {report['skipped']}, model resets {report['resets']}")
     return 0
+
+
+def _decisions(args: argparse.Namespace, trace: RunTrace) -> int:
+    """Replay the governor of ``--config`` over ``trace``; 0 when every decision is the run's,
+    1 otherwise (the first differing ticks are named)."""
+    from govd.conf.load import ConfigError, load_config
+    from govd.eval.trace_replay import replay_decisions
+    from govd.formats.trace import TraceFormatError
+
+    try:
+        config = load_config(args.config, allow_insecure=args.insecure_config)
+    except ConfigError as exc:
+        raise UsageError("invalid configuration:\n  " + "\n  ".join(exc.errors)) from None
+    try:
+        result = replay_decisions(trace, config)
+    except (TraceFormatError, ValueError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    bad = result.mismatches
+    report = {"trace": trace.path, "ticks": trace.ticks, "equal": int(trace.ticks - bad.size),
+              "first_differences": [
+                  {"tick": int(k), "time_s": float(trace.time_s[k]),
+                   "recorded_mhz": float(result.recorded_mhz[k]),
+                   "replayed_mhz": float(result.replayed_mhz[k])} for k in bad[:5]]}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"{trace.path}: {trace.ticks} ticks, the replayed governor decided as the run "
+              f"did on {report['equal']}")
+        for d in report["first_differences"]:
+            print(f"  tick {d['tick']} ({d['time_s']:.3f} s): the run chose "
+                  f"{d['recorded_mhz']:g} MHz, the replay {d['replayed_mhz']:g} MHz")
+    return 0 if bad.size == 0 else 1

@@ -20,6 +20,7 @@ regressions with the model's own time came from the time model, not from the pow
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
@@ -58,13 +59,14 @@ class TrueCurves:
 
     def decide(self, view: Outlook) -> int:
         """The wrapped policy's choice on the true curves of the unit just measured."""
-        if view.model_ready and 0 <= view.tick < self._phase_of.size:
+        p = view.predictions
+        if p.ready and 0 <= view.tick < self._phase_of.size:
             phase = self._phase_of[view.tick]
-            time_ms = np.array(self._time_ms[phase] if self.part != "power" else view.time_ms)
-            power_w = np.array(self._power_w[phase] if self.part != "time" else view.power_w)
-            view.time_ms = time_ms
-            view.power_w = power_w
-            view.energy_mj = energy_mj(power_w, time_ms, self._target, self._idle_w)
+            time_ms = np.array(self._time_ms[phase] if self.part != "power" else p.time_ms)
+            power_w = np.array(self._power_w[phase] if self.part != "time" else p.power_w)
+            view.predictions = replace(
+                p, time_ms=time_ms, power_w=power_w,
+                energy_mj=energy_mj(power_w, time_ms, self._target, self._idle_w))
         return int(self.policy.decide(view))
 
     def reset(self) -> None:

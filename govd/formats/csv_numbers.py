@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from govd.model.kernels import njit
+from govd.kernels.loader import njit
 
 PARSE_OK = 0
 PARSE_BAD_NUMBER = 1

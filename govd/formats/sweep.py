@@ -8,6 +8,7 @@ live in `read_sweep` / `write_sweep`.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ import numpy.typing as npt
 
 from govd.formats.csv_numbers import PARSE_BLANK_LINE, PARSE_OK, format_rows, parse_rows
 from govd.formats.regular_file import MAX_TABLE_BYTES, read_regular
+
+log = logging.getLogger("govd.formats")
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -90,7 +93,14 @@ def read_sweep(path: str | os.PathLike[str]) -> SweepTable:
     if values.shape[0] == 0:
         raise SweepFormatError(f"{name}:{header_line}: no rows after the header")
     first_line = header_line + 1
-    return _table_from_rows(name, meta, columns, values, first_line)
+    table = _table_from_rows(name, meta, columns, values, first_line)
+    # What no steady stream of work measured at every level gives (a table recorded while the
+    # work changed): said to whoever reads it, `govd eval` included, never refused.
+    from govd.formats.sweep_checks import implausible  # (it imports this module)
+
+    for problem in implausible(table):
+        log.warning("%s", problem)
+    return table
 
 
 def write_sweep(path: str | os.PathLike[str], table: SweepTable) -> None:

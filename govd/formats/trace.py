@@ -3,6 +3,15 @@
 CSV with header ``time_s,frame_time_ms,frame_count,freq_mhz,power_w[,<counter>...]`` (the
 seed's column order), one row per tick; an empty cell is a value the tick did not have
 (no frame finished, no power reading), never a zero.
+
+Format 2 (what govd writes since the governor is replayed from its traces) adds, as sweep
+tables do, ``# key: value`` lines before the header (``govd run trace: 2``, the governed
+``levels_mhz``, ``mem_levels_mhz`` with pairs, ``bounds_mhz`` and ``period_s``) and the named
+columns `TICK_COLUMNS` among the counters: the rest of what the governor was given each tick
+(tick length, utilisation, memory clock, share of late frames, the target in force) and the
+level it chose. Every number is written to the last digit (Python's shortest repr), so that
+a replay feeds the governor what the live run fed it, bit for bit. A reader of format 1 stops
+at the first ``#`` line, which is what a new format should make it do.
 """
 
 from __future__ import annotations
@@ -19,6 +28,14 @@ from govd.formats.regular_file import MAX_TABLE_BYTES, read_regular
 from govd.model.arrays import FloatArray
 
 COLUMNS = ("time_s", "frame_time_ms", "frame_count", "freq_mhz", "power_w")
+TICK_COLUMNS = ("interval_s", "busy", "mem_freq_mhz", "late_share", "target_fps",
+                "max_slowdown", "level_mhz", "mem_level_mhz")
+"""Format 2's named columns (never counters): the tick's length (s), utilisation (0..1),
+memory clock (MHz), share of frames over the deadline, the target in force (one of the two
+set), and the level chosen for the next tick (MHz; the memory clock with pairs)."""
+FORMAT_KEY = "govd run trace"
+VERSION = 2
+MAX_META_LINES = 64
 
 
 class TraceFormatError(ValueError):
@@ -36,11 +53,34 @@ class RunTrace:
     power_w: FloatArray
     counters: dict[str, FloatArray] = field(default_factory=dict)
     path: str = ""
+    tick: dict[str, FloatArray] = field(default_factory=dict)
+    """Format 2's `TICK_COLUMNS` present in the file, by name."""
+    meta: dict[str, str] = field(default_factory=dict)
+    """The ``# key: value`` lines before the header."""
 
     @property
     def ticks(self) -> int:
         """Number of ticks (rows)."""
         return int(self.time_s.size)
+
+    def column(self, name: str) -> FloatArray:
+        """A `TICK_COLUMNS` column, all NaN where the file has none (format 1)."""
+        values = self.tick.get(name)
+        return values if values is not None else np.full(self.ticks, math.nan)
+
+    def numbers(self, key: str) -> FloatArray | None:
+        """The comma-separated numbers of metadata ``key``, None when absent. Raises
+        TraceFormatError when they are not finite numbers."""
+        text = self.meta.get(key)
+        if text is None:
+            return None
+        try:
+            values = np.array([float(v) for v in text.split(",")], dtype=np.float64)
+        except ValueError:
+            raise TraceFormatError(f"{self.path}: # {key}: not numbers: {text[:80]!r}") from None
+        if not np.all(np.isfinite(values)):
+            raise TraceFormatError(f"{self.path}: # {key}: not finite numbers")
+        return values
 
 
 def read_trace(path: str | Path) -> RunTrace:
@@ -56,7 +96,9 @@ def read_trace(path: str | Path) -> RunTrace:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise TraceFormatError(f"{path}:{line}: not UTF-8 text") from None
-    rows, lines = _csv_rows(text, path)
+    meta, skipped = _metadata(text, path)
+    rows, lines = _csv_rows(text.split("\n", skipped)[-1] if skipped else text, path)
+    lines = [line + skipped for line in lines]
     if not rows:
         raise TraceFormatError(f"{path}:1: empty file, expected the header "
                                f"{','.join(COLUMNS)}")
@@ -93,9 +135,33 @@ def read_trace(path: str | Path) -> RunTrace:
     return RunTrace(
         time_s=values[:, 0], frame_time_ms=values[:, 1],
         frame_count=np.nan_to_num(values[:, 2]), freq_mhz=values[:, 3], power_w=values[:, 4],
-        counters={name: values[:, j] for j, name in enumerate(header) if j >= 5},
+        counters={name: values[:, j] for j, name in enumerate(header)
+                  if j >= 5 and name not in TICK_COLUMNS},
         path=str(path),
+        tick={name: values[:, j] for j, name in enumerate(header) if name in TICK_COLUMNS},
+        meta=meta,
     )
+
+
+def _metadata(text: str, path: Path) -> tuple[dict[str, str], int]:
+    """The ``# key: value`` lines at the top of ``text`` and how many lines they take."""
+    meta: dict[str, str] = {}
+    count = 0
+    for line in text.split("\n"):
+        if not line.startswith("#"):
+            break
+        count += 1
+        if count > MAX_META_LINES:
+            raise TraceFormatError(f"{path}:{count}: more than {MAX_META_LINES} '#' lines")
+        key, colon, value = line[1:].partition(":")
+        if not colon or not key.strip():
+            raise TraceFormatError(f"{path}:{count}: a '#' line must read '# key: value'")
+        meta[key.strip()] = value.strip()
+    version = meta.get(FORMAT_KEY)
+    if count and version != str(VERSION):
+        raise TraceFormatError(f"{path}:1: not a govd run trace of format {VERSION} "
+                               f"(# {FORMAT_KEY}: {(version or '')[:20]!r})")
+    return meta, count
 
 
 def _csv_rows(text: str, path: Path) -> tuple[list[list[str]], list[int]]:

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from govd.kernels.loader import njit
 from govd.model.arrays import FloatArray
-from govd.model.kernels import njit
 from govd.model.rls import ordered_sum
 
 RESET = 1

@@ -1,8 +1,11 @@
-"""`OnlineModel`: the frame-time and power models of one device, as preallocated arrays.
+"""`OnlineModel`: the seed form (seed 000's eq. 10) of one device, as preallocated arrays.
 
 It owns the state buffer that `govd.model.tick.model_tick` updates in place (with views of its
 parts: `vecs`, `P`, `pw`, `Pc`, `lv`, `cfg`, `icfg`, `stats`, `out`, `scal`), and exposes the
-predictions as read-only views into them (valid until the next `update`).
+predictions as read-only views into them (valid until the next `update`). Its spread is derived
+from the a-priori errors and the RLS covariance (`govd.model.spread`); it has no notion of a
+change of work nor of roughness. Registered as the form ``seed`` (`SEED`), with
+`govd.model.two_domain.TwoDomainModel` for (core, memory) pairs.
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ import numpy as np
 
 from govd.model import tick as k
 from govd.model.arrays import FloatArray
+from govd.model.base import Predictions
+from govd.model.forms import Form
 from govd.model.rescale import rescale_counters
 from govd.model.settings import MAX_LEVELS, ModelSettings
+from govd.model.spread import blend
 from govd.model.tick import RESCALE_DUE, model_tick
 
 _NO_COUNTERS = np.zeros(0)
@@ -32,8 +38,11 @@ def default_volts(levels_mhz: FloatArray) -> FloatArray:
 class OnlineModel:
     """Online frame-time (eq. 10) and power models of one device over its level table."""
 
+    form: ClassVar[str] = "seed"
     lead_features: ClassVar[int] = 2
     """Features ahead of the counters (a0: scalable time, a1: Δf); a subclass may add more."""
+    mem_levels_mhz: FloatArray | None = None
+    """One clock domain (`TwoDomainModel` sets its pairs' memory clocks)."""
 
     def __init__(
         self,
@@ -60,8 +69,19 @@ class OnlineModel:
         """Predicted power while busy at each level (view). Units: W."""
         self.energy_mj: FloatArray = self.out[k.OUT_E]
         """Predicted energy per frame at each level under the deadline (view). Units: mJ."""
-        for view in (self.time_ms, self.power_w, self.energy_mj):
+        self.time_sd_now: FloatArray = self.out[k.OUT_SD_NOW]
+        """Standard deviation of log(t(level) / t(running level)) (view, `govd.model.spread`)."""
+        self.time_sd_top: FloatArray = self.out[k.OUT_SD_TOP]
+        """Standard deviation of log(t(level) / t(fastest level)) (view)."""
+        for view in (self.time_ms, self.power_w, self.energy_mj, self.time_sd_now,
+                     self.time_sd_top):
             view.flags.writeable = False
+        self._noise_sq = settings.noise_prior ** 2
+        self._record = Predictions(
+            time_ms=self.time_ms, power_w=self.power_w, energy_mj=self.energy_mj,
+            time_sd_now=self.time_sd_now, time_sd_top=self.time_sd_top, time_noise=math.nan,
+            roughness=0.0, ready=False, work_ticks=0, sensitivity_ms_per_mhz=math.nan,
+            fitted_time_ms=math.nan)
 
     def _level_table(self, levels_mhz: Sequence[float] | FloatArray, settings: ModelSettings
                      ) -> FloatArray:
@@ -97,6 +117,7 @@ class OnlineModel:
         self.cfg[k.PMAX_TRACE] = 4.0 * s.power_p0
         self.cfg[k.IDLE_W] = idle_power_w
         self.cfg[k.DCD_H] = s.dcd_h
+        self.cfg[k.SIGMA0] = s.noise_prior
         self.icfg[k.ALGO] = k.ALGO_RLS if s.algorithm == "rls" else k.ALGO_DCD
         self.icfg[k.MB] = s.dcd_mb
         self.icfg[k.NU] = s.dcd_nu
@@ -125,6 +146,7 @@ class OnlineModel:
         self.stats[:] = 0
         self.out[:] = math.nan
         self.scal[:] = math.nan
+        self.scal[k.ERR2:k.N_ERR + 1] = 0.0  # no a-priori error seen yet
 
     def update(
         self,
@@ -135,14 +157,16 @@ class OnlineModel:
         busy: float = math.nan,
         mem_activity: float = math.nan,
         deadline_ms: float = math.nan,
+        mem_freq_mhz: float = math.nan,
     ) -> int:
         """Learn from one tick and predict for the next; returns `govd.model.tick` flags.
 
         ``frame_time_ms``: mean GPU time per frame over the tick (NaN when no frame finished);
         ``freq_mhz``: the frequency that actually ran; ``counters``: the configured counters in
         order; ``power_w``: average power over the tick; ``busy``: utilisation 0..1;
-        ``mem_activity``: 0..1; ``deadline_ms``: frame deadline (NaN for throughput work).
-        Bad numbers are skipped and counted, never raised.
+        ``mem_activity``: 0..1; ``deadline_ms``: frame deadline (NaN for throughput work);
+        ``mem_freq_mhz``: not read (one clock domain). Bad numbers are skipped and counted,
+        never raised.
         """
         # Names bound at import: each attribute lookup is ~20 ns of a ~1 µs tick.
         flags: int = model_tick(self.state, counters, frame_time_ms, freq_mhz, power_w, busy,
@@ -175,6 +199,19 @@ class OnlineModel:
             self.P[:] = np.eye(m) * self.settings.mu
             self.P[:2, :2] = np.linalg.inv(cov_block)
             self.vecs[k.RES] = 0.0
+
+    def predictions(self) -> Predictions:
+        """The record of the last `update` (`govd.model.base.Predictions`): the model's one
+        record, its scalars refreshed here (one list of the kernel's scalars, not a NumPy
+        scalar per field: this runs every tick)."""
+        scal = self.scal.tolist()
+        p = self._record
+        p.time_noise = math.sqrt(blend(scal[k.ERR2], scal[k.N_ERR], self._noise_sq) / 2.0)
+        p.ready = scal[k.READY] == 1.0
+        p.work_ticks = max(int(self.stats.item(k.TICKS)) - 1, 0)
+        p.sensitivity_ms_per_mhz = scal[k.SENS]
+        p.fitted_time_ms = scal[k.T_FIT]
+        return p
 
     @property
     def counter_scales(self) -> FloatArray:
@@ -218,3 +255,18 @@ class OnlineModel:
         names = ("ticks", "updates", "skipped", "resets", "has_sample", "power_updates",
                  "power_skipped", "power_resets")
         return {name: int(v) for name, v in zip(names, self.stats, strict=True)}
+
+
+def seed_model(levels_mhz: FloatArray, mem_levels_mhz: FloatArray | None,
+               settings: ModelSettings, idle_power_w: float) -> OnlineModel:
+    """The seed form over ``levels_mhz`` (MHz), over (core, memory) pairs when
+    ``mem_levels_mhz`` is given; ``idle_power_w``: known idle power (W) or NaN."""
+    if mem_levels_mhz is None:
+        return OnlineModel(levels_mhz, settings, idle_power_w)
+    from govd.model.two_domain import TwoDomainModel  # it builds on this module
+
+    return TwoDomainModel(levels_mhz, mem_levels_mhz, settings, idle_power_w)
+
+
+SEED = Form("seed", seed_model, takes_prior=True)
+"""The form ``seed``, registered in `govd.model.forms`."""

@@ -34,10 +34,10 @@ import math
 
 import numpy as np
 
+from govd.kernels.loader import njit
 from govd.model import tick as k
 from govd.model.arrays import FloatArray
 from govd.model.dcd import dcd_update, dcd_update_ref
-from govd.model.kernels import njit
 from govd.model.predict import (
     ENVELOPE,
     MAX_DEADLINE_MS,
@@ -48,6 +48,7 @@ from govd.model.predict import (
     sensitivity_ref,
 )
 from govd.model.rls import ordered_sum, rls_update, rls_update_ref
+from govd.model.spread import level_spread, level_spread_ref, note_error, note_error_ref
 
 LEAD = 3
 """Features ahead of the counters: core scalability, memory scalability, Δfc."""
@@ -202,6 +203,7 @@ def pairs_tick_arrays(
             for i in range(m):
                 fit += h[i] * vecs[k.A, i]
             scal[k.T_FIT] = fit
+            note_error(scal[k.ERR2:k.N_ERR + 1], t_ms, fit)
             d = t_ms - t_prev
             if icfg[k.ALGO] == k.ALGO_RLS:
                 rc = rls_update(
@@ -264,11 +266,13 @@ def pairs_tick_arrays(
         scal[k.T_NOW] = t_now
         scal[k.F_NOW] = fc_now
         scal[k.READY] = 1.0 if stats[k.UPDATES] >= icfg[k.WARMUP] else 0.0
+        level_spread(t_now, fc_now, fm_now, lv[CORE], lv[MEM], True, out[k.OUT_T], P,
+                     icfg[k.ALGO] == k.ALGO_DCD, k.residual_variance(scal, cfg[k.SIGMA0], t_now),
+                     out[k.OUT_SD_NOW], out[k.OUT_SD_TOP])
     else:
         for j in range(out.shape[1]):
-            out[k.OUT_T, j] = math.nan
-            out[k.OUT_P, j] = math.nan
-            out[k.OUT_E, j] = math.nan
+            for row in range(k.N_OUT):
+                out[row, j] = math.nan
         scal[k.SENS] = math.nan
         scal[k.READY] = 0.0
     return flags
@@ -345,6 +349,7 @@ def model_tick_pairs_ref(
             h = np.concatenate((lead, xs - vecs[k.PREV, LEAD:]))
             vecs[k.H] = h
             scal[k.T_FIT] = ordered_sum(np.concatenate(([t_prev], h * vecs[k.A])))
+            note_error_ref(scal[k.ERR2:k.N_ERR + 1], t_ms, scal[k.T_FIT])
             d = t_ms - t_prev
             if icfg[k.ALGO] == k.ALGO_RLS:
                 rc = rls_update_ref(vecs[k.A], P, h, d, cfg[k.LAM], cfg[k.MAX_TRACE],
@@ -389,6 +394,9 @@ def model_tick_pairs_ref(
         out[k.OUT_P], out[k.OUT_E], scal[k.P_IDLE] = p, e, p_idle
         scal[k.T_NOW], scal[k.F_NOW] = t_now, fc_now
         scal[k.READY] = 1.0 if stats[k.UPDATES] >= icfg[k.WARMUP] else 0.0
+        out[k.OUT_SD_NOW], out[k.OUT_SD_TOP] = level_spread_ref(
+            t_now, fc_now, fm_now, lv[CORE], lv[MEM], True, out[k.OUT_T], P,
+            icfg[k.ALGO] == k.ALGO_DCD, k.residual_variance_ref(scal, cfg[k.SIGMA0], t_now))
     else:
         out[:] = math.nan
         scal[k.SENS] = math.nan

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from govd.kernels.loader import njit
 from govd.model.arrays import FloatArray
-from govd.model.kernels import njit
 
 RESET = 1
 

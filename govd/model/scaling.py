@@ -33,8 +33,11 @@ new operating point, not a surprise.
 - Uncertainty: with λ = 1 the coefficients' covariance is σ²·P, σ the noise of a pair's log
   ratio, estimated online (`ratio_error`, blended with ``noise_prior`` until ~20 pairs are
   seen). Each level gets the standard deviation of its predicted log ratio to the running level
-  (`SD_NOW`) and to the fastest level (`SD_TOP`): σ·sqrt(1 + Δβᵀ Q Δβ), Q the covariance folded
-  with the current counters. The `energy` policy turns these into per-level safety margins.
+  (`SD_NOW`) and to the fastest level (`SD_TOP`) that the model's own uncertainty makes:
+  σ·sqrt(Δβᵀ Q Δβ), Q the covariance folded with the current counters, and the form's
+  extrapolation below the lowest clock this work was seen at. The noise of a measured ratio
+  (σ itself: two units' noise) is apart (`ScalingModel.predictions`: ``time_noise`` = σ/√2).
+  The `energy` policy turns these into per-level safety margins.
 
 Power: busy power at level l is the current busy power times a per-level shape,
 P_busy(l) = P_busy(now) · exp(ρ(l) − ρ(now)). The shape starts from a monotone prior,
@@ -57,9 +60,9 @@ import math
 
 import numpy as np
 
+from govd.kernels.loader import njit
 from govd.model.arrays import FloatArray, IntArray
 from govd.model.dcd import dcd_update
-from govd.model.kernels import njit
 from govd.model.pairs import sensitivity_pairs
 from govd.model.rls import rls_update, rls_update_ref
 
@@ -93,6 +96,10 @@ ALGO_RLS, ALGO_DCD = 0.0, 1.0
 UPDATED, SKIPPED_SAMPLE, WAS_RESET, POWER_UPDATED = 1, 2, 4, 8
 GATED = 64
 """A pair of ticks at different clocks was taken as a change of work and not learned from."""
+WORK_CHANGED = 128
+"""The model judged that this tick ran other work than the tick before: its counters or its
+power moved beyond ``same_work`` (`_same_work`, `_same_power`), its pair was gated, or it was
+remembered as another piece of work (another slot). `Predictions.work_ticks` counts from it."""
 
 MIN_FRAME_MS = 1e-6
 MAX_FRAME_MS = 1e6
@@ -608,10 +615,15 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
                     sc[GATED_N] += 1
                     flags |= GATED
             sc[T_FIT] = sc[T_PREV] * math.exp(fit)
+            if not same or flags & GATED:
+                flags |= WORK_CHANGED
         if cf[N_SLOTS] > 0:
+            slot_before = sc[CUR_SLOT]
             e_slot = _remember(state, off, t_ms, learned, y if learned else 0.0)
             if np.isfinite(e_slot):
                 note_error(sc, e_slot)
+            if slot_before >= 0.0 and sc[CUR_SLOT] != slot_before:
+                flags |= WORK_CHANGED
         for b in range(nb):
             bprev[b] = bnow[b]
         for i in range(nx):
@@ -721,8 +733,8 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
                 vn += (basis[k, b] - bnow[b]) * qq * (basis[k, b2] - bnow[b2])
                 vt += basis[k, b] * qq * basis[k, b2]
         ext = FORM_SLOPE * max(basis[k, 0] - u_seen, 0.0)
-        out[OUT_SD_NOW, k] = math.sqrt(sigma2 * (1.0 + max(vn, 0.0)) + ext * ext)
-        out[OUT_SD_TOP, k] = math.sqrt(sigma2 * (1.0 + max(vt, 0.0)) + ext * ext)
+        out[OUT_SD_NOW, k] = math.sqrt(sigma2 * max(vn, 0.0) + ext * ext)
+        out[OUT_SD_TOP, k] = math.sqrt(sigma2 * max(vt, 0.0) + ext * ext)
         p = min(max(p_ref * math.exp(lreff[k]), idle), MAX_POWER_W)
         out[OUT_P, k] = p
         e = p * t
@@ -875,11 +887,16 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
                     sc[GATED_N] += 1
                     flags |= GATED
             sc[T_FIT] = sc[T_PREV] * math.exp(fit)
+            if not same or flags & GATED:
+                flags |= WORK_CHANGED
         if cf[N_SLOTS] > 0:
             v["bprev"][:] = db
+            slot_before = sc[CUR_SLOT]
             e_slot = _remember_ref(v, t_ms, learned, y if learned else 0.0)
             if np.isfinite(e_slot):
                 note_error.py_func(sc, e_slot)
+            if slot_before >= 0.0 and sc[CUR_SLOT] != slot_before:
+                flags |= WORK_CHANGED
         v["bprev"][:] = bnow
         v["xprev"][:] = z[1:]
         sc[T_PREV], sc[HAS_PREV], sc[FC_NOW], sc[FM_NOW] = t_ms, 1.0, fc, fm
@@ -968,10 +985,10 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
     dn = basis - bnow
     out[OUT_T] = t
     ext = FORM_SLOPE * np.maximum(basis[:, 0] - u_seen, 0.0)
-    out[OUT_SD_NOW] = np.sqrt(sigma**2 * (1.0 + np.maximum(
-        np.einsum("kb,bc,kc->k", dn, q, dn), 0.0)) + ext**2)
-    out[OUT_SD_TOP] = np.sqrt(sigma**2 * (1.0 + np.maximum(
-        np.einsum("kb,bc,kc->k", basis, q, basis), 0.0)) + ext**2)
+    out[OUT_SD_NOW] = np.sqrt(sigma**2 * np.maximum(
+        np.einsum("kb,bc,kc->k", dn, q, dn), 0.0) + ext**2)
+    out[OUT_SD_TOP] = np.sqrt(sigma**2 * np.maximum(
+        np.einsum("kb,bc,kc->k", basis, q, basis), 0.0) + ext**2)
     idle = cf[IDLE_W] if np.isfinite(cf[IDLE_W]) else v["pc"][0]
     idle = min(max(idle, 0.0), MAX_POWER_W)
     lvl = level if level >= 0 else int(sc[LVL_NOW])

@@ -1,21 +1,25 @@
 """`ScalingModel`: the scaling form (`govd.model.scaling`) of one device, as preallocated arrays.
 
-Same interface as `govd.model.online.OnlineModel` (the seed's eq. 10), so the governor, the
-evaluator and the stress detector drive either; it adds the uncertainty of each level's
-predicted time (`time_sd_now`, `time_sd_top`) and the measured ratio error (`ratio_error`).
+A `govd.model.base.Model`, as `govd.model.online.OnlineModel` (the seed's eq. 10) is, so the
+governor, the evaluator and the stress detector drive either. Its spread comes from ratios
+measured between pairs of levels (`Predictions.spread_from_pairs`), its per-unit noise from the
+measured ratio error (`ratio_error`), and it judges when the work changed (`WORK_CHANGED`).
 One class serves one clock domain and (core, memory) pairs: one domain is a table whose memory
-clock is the same at every level.
+clock is the same at every level. Registered as the form ``scaling`` (`SCALING`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
 from govd.model import scaling as s
 from govd.model.arrays import FloatArray
+from govd.model.base import Predictions
+from govd.model.forms import Form
 from govd.model.settings import ModelSettings
 from govd.model.two_domain import level_rows
 
@@ -42,7 +46,7 @@ twice (safe)."""
 class ScalingModel:
     """Online frame-time scaling and power-shape model of one device over its level table."""
 
-    form = "scaling"
+    form: ClassVar[str] = "scaling"
 
     def __init__(
         self,
@@ -86,12 +90,18 @@ class ScalingModel:
         self.energy_mj: FloatArray = self.out[s.OUT_E]
         """Predicted energy per unit at each level under the deadline (view). Units: mJ."""
         self.time_sd_now: FloatArray = self.out[s.OUT_SD_NOW]
-        """Standard deviation of log(t(level) / t(running level)) as predicted (view)."""
+        """Standard deviation of log(t(level) / t(running level)) as predicted, the model's
+        own uncertainty (view)."""
         self.time_sd_top: FloatArray = self.out[s.OUT_SD_TOP]
         """Standard deviation of log(t(level) / t(fastest level)) as predicted (view)."""
         for view in (self.time_ms, self.power_w, self.energy_mj, self.time_sd_now,
                      self.time_sd_top):
             view.flags.writeable = False
+        self._record = Predictions(
+            time_ms=self.time_ms, power_w=self.power_w, energy_mj=self.energy_mj,
+            time_sd_now=self.time_sd_now, time_sd_top=self.time_sd_top, time_noise=math.nan,
+            roughness=0.0, ready=False, work_ticks=0, sensitivity_ms_per_mhz=math.nan,
+            fitted_time_ms=math.nan, spread_from_pairs=True)
 
     def _views(self) -> None:
         st, off = self.state, self.off
@@ -163,6 +173,7 @@ class ScalingModel:
         self.state[self.off[s.SLOT_SIG]:self.off[s.SLOT_META + 1]] = 0.0
         self.out[:] = math.nan
         self._scaled = bool(self.settings.counter_scales) or self.nx == 0
+        self._work_ticks = 0
 
     def update(
         self,
@@ -183,7 +194,21 @@ class ScalingModel:
             self._scale_from(counters)
         flags: int = s.scaling_tick(self.state, self.off, counters, frame_time_ms, freq_mhz,
                                     mem_freq_mhz, power_w, busy, deadline_ms)
+        self._work_ticks = 0 if flags & s.WORK_CHANGED else self._work_ticks + 1
         return flags
+
+    def predictions(self) -> Predictions:
+        """The record of the last `update` (`govd.model.base.Predictions`), the model's one
+        record with its scalars refreshed here: per-unit noise ``time_noise`` = `ratio_error`
+        / √2 (a measured ratio holds two units' noise)."""
+        sc = self.sc.tolist()
+        p = self._record
+        p.time_noise = self._ratio_error(sc) / math.sqrt(2.0)
+        p.ready = sc[s.READY] == 1.0
+        p.work_ticks = self._work_ticks
+        p.sensitivity_ms_per_mhz = sc[s.SENS]
+        p.fitted_time_ms = sc[s.T_FIT]
+        return p
 
     def _scale_from(self, counters: FloatArray) -> None:
         """Without configured scales, the first finite sample of each counter sets its scale
@@ -196,10 +221,6 @@ class ScalingModel:
         self.xscale[:] = np.where(mag > 0, 2.0 ** np.round(np.log2(np.where(mag > 0, mag, 1))),
                                   1.0)
         self._scaled = True
-
-    def seed(self, a_ms: FloatArray, cov_block: FloatArray) -> None:
-        """Priors (`govd.model.prior`) hold eq. 10 coefficients: not for this form."""
-        raise ValueError("a prior seeds the seed form (model.form: seed) only")
 
     @property
     def counter_scales(self) -> FloatArray:
@@ -231,10 +252,13 @@ class ScalingModel:
     def ratio_error(self) -> float:
         """Measured RMS error of predicted log time ratios between levels, blended with the
         prior noise level until ~20 pairs were learned from."""
-        n = min(float(self.sc[s.N_ERR]), 1.0 / s.ERR_WEIGHT)
-        var = ((n * self.sc[s.ERR2] + s.ERR_PRIOR_PAIRS * self.settings.noise_prior ** 2)
+        return self._ratio_error(self.sc.tolist())
+
+    def _ratio_error(self, sc: list[float]) -> float:
+        n = min(sc[s.N_ERR], 1.0 / s.ERR_WEIGHT)
+        var = ((n * sc[s.ERR2] + s.ERR_PRIOR_PAIRS * self.settings.noise_prior ** 2)
                / (n + s.ERR_PRIOR_PAIRS))
-        return math.sqrt(float(var))
+        return math.sqrt(var)
 
     @property
     def coefficients(self) -> FloatArray:
@@ -282,3 +306,16 @@ def _smooth_prior(lv: FloatArray, two: bool, var0: float) -> FloatArray:
     top = prior[:, -1].copy()
     prior -= np.outer(top, top) / top[-1]
     return prior
+
+
+def scaling_model(levels_mhz: FloatArray, mem_levels_mhz: FloatArray | None,
+                  settings: ModelSettings, idle_power_w: float) -> ScalingModel:
+    """The scaling form over ``levels_mhz`` (MHz), over (core, memory) pairs when
+    ``mem_levels_mhz`` is given; ``idle_power_w``: known idle power (W) or NaN."""
+    return ScalingModel(levels_mhz, settings, idle_power_w, mem_levels_mhz)
+
+
+SCALING = Form("scaling", scaling_model, spread_from_pairs=True,
+               inert_settings=frozenset({"mu", "a_init"}))
+"""The form ``scaling``, registered in `govd.model.forms`. Its prior is ``prior_share`` and
+``prior_sd`` (P0 = (prior_sd / noise_prior)²·I), not eq. 10's ``a_init`` and ``mu``."""

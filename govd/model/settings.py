@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Algorithm = Literal["rls", "dcd"]
-Form = Literal["auto", "scaling", "seed"]
+AUTO = "auto"
+"""``model.form`` that lets the target in force pick the form (`govd.model.forms.resolve`)."""
 
 MAX_LEVELS = 1024
 """Most levels a model (and so `govd eval`) takes: a sweep of every (core, memory) pair an
@@ -27,13 +28,11 @@ MAX_COUNTERS = 32
 class ModelSettings:
     """How the frame-time model learns (all fields documented in ``config/govd.yaml``)."""
 
-    form: Form = "auto"
-    """``scaling`` (`govd.model.scaling`: log time ratios conditioned on the counters, a learned
-    power shape), ``seed`` (seed 000's eq. 10) or ``auto``: each where it won on every table
-    measured (bench/results/decisions.json, tests/test_eval.py): scaling under a slowdown
-    target (on the measured GPUs eq. 10 ran at up to 35 % violations or saved nothing), seed
-    under a frame-rate target (its counter terms follow the frame's complexity tick by tick:
-    1.003x the oracle and Kendall tau 0.999 against 1.016x and 0.87 on the graphics table)."""
+    form: str = AUTO
+    """A registered form (`govd.model.forms`): ``scaling`` (`govd.model.scaling`: log time
+    ratios conditioned on the counters, a learned power shape), ``seed`` (seed 000's eq. 10),
+    or ``auto``: each where it won on every table measured, resolved from the target in force
+    at each tick (`govd.model.forms.resolve`)."""
     algorithm: Algorithm = "rls"
     """``rls`` (covariance form, eqs. 15-17) or ``dcd`` (DCD-RLS, cheaper for many features)."""
     forgetting: float = 1.0
@@ -67,7 +66,8 @@ class ModelSettings:
     prior_sd: float = 1.0
     """Scaling form: prior standard deviation of each coefficient (ridge strength)."""
     noise_prior: float = 0.02
-    """Scaling form: assumed RMS error of a measured log time ratio until it is measured."""
+    """Assumed RMS error of a measured log time ratio until it is measured (the scaling form's
+    pairs; the seed form's a-priori errors, `govd.model.spread`)."""
     gate: float = 0.15
     """Scaling form: slack (log units) beyond what any work could do at two clocks before a
     pair of ticks counts as a change of work rather than a measurement of scaling."""
@@ -83,8 +83,13 @@ class ModelSettings:
     """Voltage per level (V), ascending with the levels; empty = V affine in f (0.7 to 1.0)."""
 
     def __post_init__(self) -> None:
-        if self.form not in ("auto", "scaling", "seed"):
-            raise ValueError(f"form must be 'auto', 'scaling' or 'seed', got {self.form!r}")
+        if self.form != AUTO:
+            from govd.model.forms import UnknownFormError, form
+
+            try:
+                form(self.form)
+            except UnknownFormError as exc:
+                raise ValueError(str(exc)) from None
         if not (isinstance(self.work_slots, int) and 0 <= self.work_slots <= 1024):
             raise ValueError(f"work_slots must be an integer in 0..1024, got {self.work_slots!r}")
         for name in ("prior_sd", "noise_prior", "gate", "same_work", "work_sd"):
@@ -119,13 +124,6 @@ class ModelSettings:
             raise ValueError("max_trace_factor must be >= 1")
         if not (self.power_p0 > 0):
             raise ValueError("power_p0 must be positive")
-
-    def form_for(self, throughput: bool) -> str:
-        """The form in force: ``auto`` resolved for a slowdown (``throughput``) or frame-rate
-        target."""
-        if self.form != "auto":
-            return self.form
-        return "scaling" if throughput else "seed"
 
     @property
     def n_features(self) -> int:

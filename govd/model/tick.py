@@ -20,9 +20,9 @@ import math
 
 import numpy as np
 
+from govd.kernels.loader import njit
 from govd.model.arrays import FloatArray
 from govd.model.dcd import dcd_update, dcd_update_ref
-from govd.model.kernels import njit
 from govd.model.predict import (
     interp,
     interp_ref,
@@ -35,6 +35,14 @@ from govd.model.predict import (
     sensitivity_ref,
 )
 from govd.model.rls import ordered_sum, rls_update, rls_update_ref
+from govd.model.spread import (
+    blend,
+    blended,
+    level_spread,
+    level_spread_ref,
+    note_error,
+    note_error_ref,
+)
 
 # vecs rows (shape [7, M])
 A, A_INIT, RES, PREV, WORK, SCALE, H = range(7)
@@ -43,11 +51,12 @@ N_VEC_ROWS = 7
 C, C_INIT, PHI, PWORK = range(4)
 # lv rows (shape [2, L]): levels (MHz), g(f) = (f/f_max)(V/V_max)²
 LEVELS, G = range(2)
-# out rows (shape [3, L])
-OUT_T, OUT_P, OUT_E = range(3)
+# out rows (shape [N_OUT, L]): time, power, energy, and the spread (`govd.model.spread`)
+OUT_T, OUT_P, OUT_E, OUT_SD_NOW, OUT_SD_TOP = range(5)
+N_OUT = 5
 # cfg (float64)
-LAM, MU, MAX_TRACE, PLAM, PP0, PMAX_TRACE, IDLE_W, DCD_H = range(8)
-N_CFG = 8
+LAM, MU, MAX_TRACE, PLAM, PP0, PMAX_TRACE, IDLE_W, DCD_H, SIGMA0 = range(9)
+N_CFG = 9
 # icfg (int64)
 ALGO, MB, NU, WARMUP = range(4)
 N_ICFG = 4
@@ -55,9 +64,9 @@ ALGO_RLS, ALGO_DCD = 0, 1
 # stats (int64)
 TICKS, UPDATES, SKIPPED, RESETS, HAS_PREV, P_UPDATES, P_SKIPPED, P_RESETS = range(8)
 N_STATS = 8
-# scal (float64)
-SENS, P_IDLE, T_NOW, F_NOW, T_FIT, READY = range(6)
-N_SCAL = 6
+# scal (float64); ERR2, D2, N_ERR: the a-priori errors' running means (`spread.note_error`)
+SENS, P_IDLE, T_NOW, F_NOW, T_FIT, READY, ERR2, D2, N_ERR = range(9)
+N_SCAL = 9
 
 # state buffer: a header, then the views in this order
 HDR_M, HDR_LEVELS, HDR_LV_ROWS = range(3)
@@ -68,7 +77,7 @@ N_PW = 4
 def state_size(m: int, n_levels: int, lv_rows: int) -> int:
     """Length of the state buffer for ``m`` coefficients over ``n_levels`` levels."""
     return (N_HEADER + N_VEC_ROWS * m + m * m + 2 * N_PW * N_PW + lv_rows * n_levels + N_CFG
-            + N_ICFG + N_STATS + 3 * n_levels + N_SCAL)
+            + N_ICFG + N_STATS + N_OUT * n_levels + N_SCAL)
 
 
 def new_state(m: int, n_levels: int, lv_rows: int) -> FloatArray:
@@ -114,8 +123,8 @@ def unpack(state: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, Float
     o += N_ICFG
     stats = state[o:o + N_STATS]
     o += N_STATS
-    out = _matrix(state, o, 3, n)
-    o += 3 * n
+    out = _matrix(state, o, N_OUT, n)
+    o += N_OUT * n
     scal = state[o:o + N_SCAL]
     return vecs, P, pw, Pc, lv, cfg, icfg, stats, out, scal
 
@@ -165,6 +174,20 @@ def out_of_band_ref(prev: FloatArray, lead: int) -> bool:
     """NumPy reference of `out_of_band`."""
     v = np.abs(prev[lead:])
     return bool(np.any((v > COUNTER_BAND_HI) | ((v > 0.0) & (v < COUNTER_BAND_LO))))
+
+
+@njit(cache=True)
+def residual_variance(scal: FloatArray, noise_prior: float, t_now: float) -> float:
+    """σ² of eq. 10's Δt residual (ms²): its running mean blended with the prior's, a Δt
+    between two units of relative noise ``noise_prior`` at the time ``t_now`` (ms)."""
+    prior = 2.0 * (noise_prior * t_now) ** 2
+    return blended(scal[D2], scal[N_ERR], prior)
+
+
+def residual_variance_ref(scal: FloatArray, noise_prior: float, t_now: float) -> float:
+    """NumPy reference of `residual_variance`."""
+    prior = 2.0 * (noise_prior * t_now) ** 2
+    return blend(float(scal[D2]), float(scal[N_ERR]), prior)
 
 
 @njit(cache=True)
@@ -223,6 +246,7 @@ def tick_arrays(
             for i in range(m):
                 fit += h[i] * vecs[A, i]
             scal[T_FIT] = fit
+            note_error(scal[ERR2:N_ERR + 1], t_ms, fit)
             d = t_ms - t_prev
             if icfg[ALGO] == ALGO_RLS:
                 rc = rls_update(
@@ -281,11 +305,13 @@ def tick_arrays(
         scal[T_NOW] = t_now
         scal[F_NOW] = f_now
         scal[READY] = 1.0 if stats[UPDATES] >= icfg[WARMUP] else 0.0
+        level_spread(t_now, f_now, 1.0, lv[LEVELS], lv[LEVELS], False, out[OUT_T], P,
+                     icfg[ALGO] == ALGO_DCD, residual_variance(scal, cfg[SIGMA0], t_now),
+                     out[OUT_SD_NOW], out[OUT_SD_TOP])
     else:
         for k in range(out.shape[1]):
-            out[OUT_T, k] = math.nan
-            out[OUT_P, k] = math.nan
-            out[OUT_E, k] = math.nan
+            for row in range(N_OUT):
+                out[row, k] = math.nan
         scal[SENS] = math.nan
         scal[READY] = 0.0
     return flags
@@ -329,6 +355,7 @@ def model_tick_ref(
             )
             vecs[H] = h
             scal[T_FIT] = ordered_sum(np.concatenate(([t_prev], h * vecs[A])))
+            note_error_ref(scal[ERR2:N_ERR + 1], t_ms, scal[T_FIT])
             d = t_ms - t_prev
             if icfg[ALGO] == ALGO_RLS:
                 rc = rls_update_ref(
@@ -379,6 +406,9 @@ def model_tick_ref(
         out[OUT_P], out[OUT_E], scal[P_IDLE] = p, e, p_idle
         scal[T_NOW], scal[F_NOW] = t_now, f_now
         scal[READY] = 1.0 if stats[UPDATES] >= icfg[WARMUP] else 0.0
+        out[OUT_SD_NOW], out[OUT_SD_TOP] = level_spread_ref(
+            t_now, f_now, 1.0, lv[LEVELS], lv[LEVELS], False, out[OUT_T], P,
+            icfg[ALGO] == ALGO_DCD, residual_variance_ref(scal, cfg[SIGMA0], t_now))
     else:
         out[:] = math.nan
         scal[SENS] = math.nan

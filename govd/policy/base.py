@@ -12,6 +12,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from govd.model.base import Predictions
 from govd.target import Target
 
 FloatArray = npt.NDArray[np.float64]
@@ -33,16 +34,9 @@ class Outlook:
     """Highest level index the bounds allow (inclusive)."""
     current: int
     """Index of the level actually running (the nearest level to the read-back frequency)."""
-    time_ms: FloatArray
-    """Predicted frame time at each level for the next tick. Units: ms."""
-    power_w: FloatArray
-    """Predicted average power while busy at each level. Units: W."""
-    energy_mj: FloatArray
-    """Predicted energy per frame at each level under the target. Units: mJ."""
-    sensitivity_ms_per_mhz: float
-    """dt/df at the running level (three-point Lagrange). Units: ms/MHz."""
-    model_ready: bool
-    """False until the model has seen enough samples for its predictions to mean anything."""
+    predictions: Predictions
+    """What the model in force predicts at every level (`govd.model.base.Predictions`: time,
+    power, energy, their spread, readiness), whatever its form."""
     time_error: float
     """Recent relative error of the frame-time predictions at the level that then ran (an
     exponentially weighted RMS of actual/predicted − 1); NaN until known."""
@@ -54,13 +48,6 @@ class Outlook:
     """The constraint in force for this tick."""
     tick: int
     """Number of steps taken before this one (0 on the first)."""
-    time_sd_now: FloatArray | None = None
-    """Standard deviation of each level's predicted log(t(level) / t(running level)): the
-    model's own uncertainty plus the measured noise of a ratio; None where the model does not
-    say (the seed form)."""
-    time_sd_top: FloatArray | None = None
-    """Standard deviation of each level's predicted log(t(level) / t(fastest level)); None
-    where the model does not say."""
     late_share: float = float("nan")
     """Share of the frames completed in the tick that just ended, at ``current``, that took
     longer than the frame deadline, 0..1 (NaN: no frame, or no frame-rate target)."""
@@ -85,3 +72,11 @@ class Policy(Protocol):
     def reset(self) -> None:
         """Forget any history (a new workload, a device taken back after hot-plug)."""
         ...
+
+
+INERT_HOOK = "inert_parameters"
+"""An optional static method of a policy class, ``inert_parameters(spread_from_pairs: bool,
+frame_rate: bool) -> frozenset[str]``: the constructor parameters that change no decision for a
+model form whose spread is (or is not) measured between levels, under a frame-rate (or a
+slowdown) target. ``govd check-config`` refuses a parameter set away from its default where it
+acts under none of the forms and targets the configuration can put in force."""

@@ -7,14 +7,15 @@ with the least predicted energy (busy + idle until the deadline) wins; the runni
 kept unless the winner saves more than ``hysteresis`` of its energy, so the choice does not
 flap on noise. Nothing feasible, or a model not yet ready: the fastest allowed level.
 
-Safety margins come from how well the model knows each level. A model that says how uncertain
-each level's predicted time is (the scaling form: `Outlook.time_sd_now`, `time_sd_top`, its
-parameter uncertainty plus the measured noise of a ratio) gets a margin per level of
+Safety margins come from how well the model knows each level. A model whose spread comes from
+ratios measured between levels (the scaling form: `Predictions.spread_from_pairs`; its
+`time_sd_now`, `time_sd_top` plus the measured noise of a ratio, 2·`time_noise`², in variance:
+`_ratio_spreads`) gets a margin per level of
 ``confidence`` standard deviations, in log time: under a slowdown target on the ratio to the
 fastest level (the common part of the error cancels), under a frame deadline on the ratio to
 the running level combined with the recent error of absolute frame times (the frame-to-frame
-variation of the work). A model that does not say (the seed form) gets the fixed ``margin``,
-grown under a deadline to ``error_weight`` times the recent RMS error.
+variation of the work). A model whose spread is derived (the seed form) gets the fixed
+``margin``, grown under a deadline to ``error_weight`` times the recent RMS error.
 
 With ``price_misses`` (off by default) a slowdown target gets a price on misses instead
 (`_choose_in_budget`): each level's chance of missing, from the spread of its predicted ratio
@@ -92,6 +93,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from govd.model.base import Predictions
 from govd.policy.base import Outlook
 
 CHANGE_TICKS = 1024
@@ -191,10 +193,36 @@ class EnergyPolicy:
         self._seen = 0
         self._last_level = -1
         self._price = PRICE0
+        self._spreads: tuple[np.ndarray, np.ndarray] | None = None
+
+    @staticmethod
+    def inert_parameters(spread_from_pairs: bool, frame_rate: bool) -> frozenset[str]:
+        """The parameters that change no decision for a model form whose spread is (or is not)
+        measured between levels (`Predictions.spread_from_pairs`), under a frame-rate target
+        (``frame_rate``) or a slowdown target: ``govd check-config`` refuses them set where
+        they act under none of the forms and targets in force. Read from the rules above:
+        ``margin`` is the margin of a derived spread, ``error_weight`` its growth under a
+        deadline; ``confidence`` and ``price_misses`` (slowdown targets) need a measured
+        spread; ``margin_rate`` learns from missed deadlines; ``miss_budget`` aims the
+        deadline margins' feedback, and under a slowdown target the hedge and the price, which
+        need a measured spread."""
+        inert = set()
+        if spread_from_pairs:
+            inert |= {"margin", "error_weight"}
+        else:
+            inert |= {"confidence", "price_misses"}
+            if not frame_rate:
+                inert.add("miss_budget")
+        if frame_rate:
+            inert.add("price_misses")
+        else:
+            inert |= {"margin_rate", "error_weight"}
+        return frozenset(inert)
 
     def decide(self, view: Outlook) -> int:
         """The least-energy feasible level in [lo, hi]; the fastest allowed if none."""
         self._learn_margin(view)
+        self._spreads = _ratio_spreads(view.predictions)
         level = self._decide(view)
         # the next tick's frames judge the margin if they ran below the top (not after a probe)
         self._judged = level == self._level
@@ -220,7 +248,7 @@ class EnergyPolicy:
             probe = choice - 1 if view.mem_levels_mhz is None else self._neighbour(view, choice)
             if probe >= view.lo and self._worth_probing(view, probe, choice):
                 self._steady = 0
-                if view.time_sd_now is not None:
+                if self._spreads is not None:
                     self._wait = min(2 * self._wait, 64 * self.probe_ticks)
                 return probe
         elif self.probe_ticks and choice > view.lo and view.mem_levels_mhz is None:
@@ -235,23 +263,26 @@ class EnergyPolicy:
     def _unknown(self, view: Outlook, probe: int) -> bool:
         """Whether the model's uncertainty about ``probe``'s time, beyond the noise every
         ratio carries, exceeds that noise (false where the model does not say)."""
-        if view.time_sd_now is None or not view.model_ready:
+        if self._spreads is None or not view.predictions.ready:
             return False
-        sd = float(view.time_sd_now[probe])
-        noise = float(view.time_sd_now[view.current])
+        sd_now = self._spreads[0]
+        sd = float(sd_now[probe])
+        noise = float(sd_now[view.current])
         return sd * sd > 2.0 * noise * noise
 
     def _worth_probing(self, view: Outlook, probe: int, choice: int) -> bool:
         """Whether a one-tick probe of ``probe`` may teach something for nothing too dear: the
         model does not call it infeasible, nor more costly than ``choice``."""
-        if not view.model_ready:
+        p = view.predictions
+        if not p.ready:
             return True
-        t = view.time_ms
+        t = p.time_ms
         unknown = 0.0
-        if view.time_sd_now is not None and view.time_sd_top is not None:
-            sd = view.time_sd_top if view.target.fps is None else view.time_sd_now
+        if self._spreads is not None:
+            sd_now, sd_top = self._spreads
+            sd = sd_top if view.target.fps is None else sd_now
             # what the model does not know, without the noise every ratio carries
-            noise = float(min(view.time_sd_now[view.current], sd[probe]))
+            noise = float(min(sd_now[view.current], sd[probe]))
             unknown = self.confidence * math.sqrt(max(float(sd[probe]) ** 2 - noise**2, 0.0))
         optimistic = float(t[probe]) * math.exp(-unknown)
         if view.target.fps is not None:
@@ -259,13 +290,13 @@ class EnergyPolicy:
                 return False
         else:
             assert view.target.max_slowdown is not None
-            fastest = float(t[view.hi]) if view.time_sd_top is not None else float(
+            fastest = float(t[view.hi]) if self._spreads is not None else float(
                 t[view.lo:view.hi + 1].min())
             if optimistic > (1.0 + view.target.max_slowdown) * fastest:
                 return False
-        if view.time_sd_now is None:
+        if self._spreads is None:
             return True  # the seed form: its energy says nothing until it has moved
-        return bool(view.energy_mj[probe] < view.energy_mj[choice])
+        return bool(p.energy_mj[probe] < p.energy_mj[choice])
 
     def _neighbour(self, view: Outlook, level: int) -> int:
         """With two clock domains, the pair one step from ``level`` along one clock, the clocks
@@ -288,11 +319,12 @@ class EnergyPolicy:
         return int(above[np.argmin(along[above])]) if above.size else -1
 
     def _choose(self, view: Outlook) -> int:
-        if not view.model_ready:
+        p = view.predictions
+        if not p.ready:
             return view.hi
-        if view.time_sd_now is not None and view.time_sd_top is not None:
-            return self._choose_with_spread(view, view.time_sd_now, view.time_sd_top)
-        time_ms, energy_mj = view.time_ms, view.energy_mj
+        if self._spreads is not None:
+            return self._choose_with_spread(view, *self._spreads)
+        time_ms, energy_mj = p.time_ms, p.energy_mj
         margin = self.margin
         if view.target.fps is not None:
             limit_ms = view.target.deadline_ms
@@ -321,7 +353,7 @@ class EnergyPolicy:
                             ) -> int:
         """`_choose` with a margin per level from the model's spread of log time."""
         lo, hi = view.lo, view.hi
-        time_ms, energy_mj = view.time_ms, view.energy_mj
+        time_ms, energy_mj = view.predictions.time_ms, view.predictions.energy_mj
         with np.errstate(all="ignore"):
             log_t = np.log(time_ms[lo:hi + 1])
         if view.target.max_slowdown is not None and self.price_misses:
@@ -367,7 +399,7 @@ class EnergyPolicy:
         1.075x the top with a spread of 1.5 %: 1.049x the oracle against 1.015x for the hedged
         reference; see the module's notes for where it fails)."""
         lo, hi = view.lo, view.hi
-        energy = view.energy_mj[lo:hi + 1]
+        energy = view.predictions.energy_mj[lo:hi + 1]
         assert view.target.max_slowdown is not None
         budget = math.log1p(view.target.max_slowdown)
         # the highest allowed level is the fastest (the scaling form's time never falls as a
@@ -446,3 +478,15 @@ class EnergyPolicy:
         self._steady = 0
         self._probes = 0
         self._wait = self.probe_ticks
+
+
+def _ratio_spreads(p: Predictions) -> tuple[np.ndarray, np.ndarray] | None:
+    """The spread of a measured ratio at each level (to the running level, to the fastest):
+    the model's own uncertainty and the noise of the two units of a ratio, 2·``time_noise``²
+    in variance; None where the spread is not measured between levels (the seed form, which
+    gets the fixed margins)."""
+    if not p.spread_from_pairs:
+        return None
+    ratio_var = 2.0 * p.time_noise * p.time_noise
+    return (np.sqrt(p.time_sd_now * p.time_sd_now + ratio_var),
+            np.sqrt(p.time_sd_top * p.time_sd_top + ratio_var))

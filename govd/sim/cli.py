@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -62,9 +63,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                      help="sweep tables with the same levels (units are pooled)")
     fit.add_argument("--name", required=True, help="the table's name (for --levels)")
     fit.add_argument("--description", default="")
-    fit.add_argument("--idle-w", type=float, default=None,
+    fit.add_argument("--idle-w", type=_idle_w, default=None,
                      help="gated idle power (W); default the sweep's '# idle_power_w'")
-    fit.add_argument("--folds", type=int, default=5, help="k of the held-out k-fold over units")
+    fit.add_argument("--folds", type=_folds, default=5,
+                     help="k of the held-out k-fold over units (at least 2)")
     fit.add_argument("-o", "--output", required=True, type=Path, help="level table to write")
     fit.set_defaults(func=_fit)
 
@@ -148,9 +150,35 @@ def _from_nvdvfs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _idle_w(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a power of 0 W or more, got {text}")
+    return value
+
+
+def _folds(text: str) -> int:
+    value = int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"a held-out k-fold needs k of 2 or more, got {text}")
+    return value
+
+
+def _writable_folder(path: Path) -> None:
+    """Refuse, before the work, an output whose folder does not exist or cannot be written:
+    a fit takes a minute, found out only at its end otherwise."""
+    folder = path.absolute().parent
+    if not folder.is_dir():
+        raise UsageError(f"{path}: its folder does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{path}: cannot write in its folder")
+
+
 def _fit(args: argparse.Namespace) -> int:
     needs_extra("scipy", "fit", "govd sim fit")
     from govd.sim.fit import FitError, fit_table, pool_sweeps
+
+    _writable_folder(args.output)
 
     sweeps = []
     for path in args.sweeps:
@@ -177,6 +205,8 @@ def _fit(args: argparse.Namespace) -> int:
 def _fit_games(args: argparse.Namespace) -> int:
     needs_extra("scipy", "fit", "govd sim fit-games")
     from govd.sim.games import GamesDataError, default_data_file, fit_games
+
+    _writable_folder(args.output)
 
     try:
         fitted = fit_games(args.data if args.data is not None else default_data_file())

@@ -11,14 +11,19 @@ socket PATH for each finished frame (dropped and counted when nobody listens), a
 files. A frame runs at the level current when it starts. Graphics frames start on vsync (a frame
 that overruns its period waits for the next one); compute launches follow each other.
 
-`--speed X` runs the sim clock X times faster than the wall clock. It stops on SIGTERM/SIGINT or
-after `--duration-s` sim seconds, prints its totals as one JSON line and writes them to
-`DIR/summary.json`.
+`--speed X` runs the sim clock X times faster than the wall clock (as far as the machine keeps
+up); the sim's own time is in `DIR/sim_clock` (`govd.sim.clock`), which the demo's daemon runs
+on (`--lockstep`: never past the daemon's next deadline). It stops on SIGTERM/SIGINT or after
+`--duration-s` sim seconds, prints its totals as one JSON line and writes them to
+`DIR/summary.json`. The totals hold a progress record every simulated second (time, frames
+completed, energy, GPU time of those frames), so that runs of the same scenario can be compared
+on equal work: the energy and time another run took for the first N frames (`work_at`).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import signal
@@ -26,9 +31,11 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from govd.sim.clock import ClockWriter
 from govd.sim.compute import LAUNCH_GAP_MS
 from govd.sim.devfreq_tree import (
     DevfreqTree,
@@ -41,6 +48,8 @@ from govd.sim.gpu import SCENARIOS, simulate
 from govd.sim.levels import LEVEL_TABLES, level_table
 
 TICK_MS = 50.0
+PROGRESS_EVERY_MS = 1000.0
+"""How often the totals record their progress (sim time). Units: ms."""
 CHUNK_MINUTES = 5.0
 """Frames are drawn in chunks of this much workload, each from its own seed."""
 
@@ -49,13 +58,17 @@ class LiveGpu:
     """The simulated device: its frame stream, its level, its energy, its sysfs files."""
 
     def __init__(self, root: Path, socket_path: str | None, scenario: str, levels: str = "seed9",
-                 seed: int = 0, render_s: float = math.inf) -> None:
+                 seed: int = 0, render_s: float = math.inf, lockstep: bool = False) -> None:
         """``render_s``: the application renders for this much sim time (s), then stops and
-        the GPU idles (no frames, nothing busy) until the end."""
+        the GPU idles (no frames, nothing busy) until the end. ``lockstep``: never run past
+        the deadline the governing daemon waits for (`govd.sim.clock`)."""
+        self.lockstep = lockstep
         self.render_until_ms = render_s * 1000.0
         self.table = level_table(levels).core_levels()
         self.scenario, self.seed = scenario, seed
         self.levels_hz = [round(f * 1e6) for f in self.table.freqs_mhz]
+        Path(root).mkdir(parents=True, exist_ok=True)
+        self.clock = ClockWriter(Path(root))  # before the tree: it exists once the tree does
         self.tree = DevfreqTree(root, self.levels_hz)
         self.root = Path(root)
         self.level = len(self.levels_hz) - 1
@@ -74,6 +87,13 @@ class LiveGpu:
         self.next_start_ms = 0.0
         self.energy_j = 0.0
         self.frames = self.misses = self.sent = self.dropped = 0
+        self.busy_ms = 0.0
+        """GPU time of the frames completed. Units: ms."""
+        self.last_frame: tuple[float, int, float, float] = (0.0, 0, 0.0, 0.0)
+        """(sim s, frames, energy J, busy s) when the last frame completed."""
+        self.progress: list[tuple[float, int, float, float]] = [self.last_frame]
+        """(sim s, frames, energy J, busy s) after each `PROGRESS_EVERY_MS`, and at each
+        frame's end on the last one."""
         self.tick_busy_ms = 0.0
         self.last_busy_us, self.last_total_us = 0, 0
 
@@ -116,7 +136,9 @@ class LiveGpu:
 
     def _finish_frame(self) -> None:
         self.frames += 1
+        self.busy_ms += self.frame_time_ms
         end = self.frame_end_ms
+        self.last_frame = (end / 1000.0, self.frames, self.energy_j, self.busy_ms / 1000.0)
         if self.period_ms is not None:
             if self.frame_time_ms > self.period_ms:
                 self.misses += 1
@@ -153,10 +175,14 @@ class LiveGpu:
 
     def tick(self) -> None:
         """One 50 ms step of sim time: render, publish the files, let the governor act."""
+        if self.lockstep:
+            self.clock.wait_for_reader((self.now_ms + TICK_MS) / 1000.0)
         start_energy = self.energy_j
         self.tick_busy_ms = 0.0
         self._advance(self.now_ms + TICK_MS)
         self.time_in_level_ms[self.level] += TICK_MS
+        if self.now_ms >= (len(self.progress)) * PROGRESS_EVERY_MS:
+            self.progress.append(self.last_frame)
         busy_ms = self.tick_busy_ms
         power_w = (self.energy_j - start_energy) / (TICK_MS / 1000.0)
         self.tree.publish(self.levels_hz[self.level], min(100, round(100 * busy_ms / TICK_MS)),
@@ -164,6 +190,7 @@ class LiveGpu:
                           trans_stat_text(self.levels_hz, self.transitions,
                                           self.time_in_level_ms, self.levels_hz[self.level]))
         self._choose_level(busy_ms)
+        self.clock.publish(self.now_ms / 1000.0)  # last: this tick's frames and files are out
 
     def summary(self) -> dict[str, object]:
         """Running totals: sim time (s), energy (J), frames, deadline misses, datagrams."""
@@ -175,14 +202,32 @@ class LiveGpu:
             "frames": self.frames, "deadline_misses": self.misses,
             "datagrams_sent": self.sent, "datagrams_dropped": self.dropped,
             "transitions": int(self.transitions.sum()), "governor": self.tree.governor,
+            "busy_s": round(self.busy_ms / 1000.0, 6),
+            "lockstep": None if not self.lockstep else
+            ("kept" if self.clock.gave_up_s is None
+             else f"lost at {self.clock.gave_up_s:.2f} s: the daemon stopped answering"),
+            "target_fps": 1000.0 / self.period_ms if self.period_ms else None,
+            "progress": [[round(t, 4), n, round(e, 6), round(b, 6)]
+                         for t, n, e, b in [*self.progress, self.last_frame]],
         }
 
     def close(self) -> dict[str, object]:
         """Write `summary.json` under the root, close the socket, return the totals."""
         totals = self.summary()
         write_atomically(self.root / "summary.json", json.dumps(totals) + "\n")
-        self.sock.close()
+        self.sock.close()  # the clock stays mapped: a reader may still look at the last time
         return totals
+
+
+def work_at(summary: dict[str, Any], frames: float) -> tuple[float, float, float] | None:
+    """(sim s, energy J, busy s) when the run of ``summary`` had completed ``frames`` frames,
+    interpolated between its progress records; None when it never completed that many."""
+    points = summary.get("progress") or []
+    for (t0, n0, e0, b0), (t1, n1, e1, b1) in itertools.pairwise(points):
+        if n0 <= frames <= n1:
+            w = (frames - n0) / (n1 - n0) if n1 > n0 else 1.0
+            return t0 + w * (t1 - t0), e0 + w * (e1 - e0), b0 + w * (b1 - b0)
+    return None
 
 
 def run(gpu: LiveGpu, speed: float, duration_s: float | None) -> dict[str, object]:
@@ -221,10 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration-s", type=float, default=None, help="stop after this sim time")
     parser.add_argument("--render-s", type=float, default=math.inf,
                         help="the application stops rendering after this sim time (GPU idle)")
+    parser.add_argument("--lockstep", action="store_true",
+                        help="never run past the governing daemon's next deadline (sim_clock)")
     args = parser.parse_args(argv)
     if not args.speed > 0:
         parser.error("--speed must be positive")
-    gpu = LiveGpu(args.root, args.socket, args.scenario, args.levels, args.seed, args.render_s)
+    gpu = LiveGpu(args.root, args.socket, args.scenario, args.levels, args.seed, args.render_s,
+                  args.lockstep)
     print(json.dumps(run(gpu, args.speed, args.duration_s)), flush=True)
     return 0
 

@@ -1,4 +1,4 @@
-"""Sweep tables from measured NVIDIA DVFS data (`../shared/data/nv-dvfs/`, DESIGN §8).
+"""Sweep tables from measured NVIDIA DVFS data (`../shared/data/nv-dvfs/`).
 
 The data (Q. Wang and X.-W. Chu, NV-DVFS-Benchmark; see the folder's README) hold, per kernel and
 input, the kernel time and average board power at every clock setting. This module turns them into
@@ -186,7 +186,8 @@ def nvdvfs_sweep(gpu: str, data_dir: Path, minutes: float, seed: int = 0) -> Swe
     if gpu not in GPUS:
         raise KeyError(f"unknown GPU {gpu!r} (known: {', '.join(GPUS)})")
     if not Path(data_dir).is_dir():
-        raise NvDvfsError(f"{data_dir}: no nv-dvfs data folder (see DESIGN §8)")
+        raise NvDvfsError(f"{data_dir}: no such folder; --data names the folder of {gpu}'s "
+                          "measured tables (nv-dvfs for v100 and gtx980, hkbu for the others)")
     return sweep_from_data(GPUS[gpu](Path(data_dir)), gpu, minutes, seed)
 
 
@@ -196,7 +197,8 @@ def kernel_sweep(gpu: str, data_dir: Path) -> SweepTable:
     if gpu not in GPUS:
         raise KeyError(f"unknown GPU {gpu!r} (known: {', '.join(GPUS)})")
     if not Path(data_dir).is_dir():
-        raise NvDvfsError(f"{data_dir}: no nv-dvfs data folder (see DESIGN §8)")
+        raise NvDvfsError(f"{data_dir}: no such folder; --data names the folder of {gpu}'s "
+                          "measured tables (nv-dvfs for v100 and gtx980, hkbu for the others)")
     data = GPUS[gpu](Path(data_dir))
     folder = hkbu_dir(data_dir) if gpu in HKBU_COMMITS else Path(data_dir)
     meta = {

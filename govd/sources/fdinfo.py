@@ -292,8 +292,10 @@ class DrmBusyMeter:
 
 
 def _leading_int(value: str) -> int | None:
+    # ASCII digits only: str.isdigit() also says yes to "²" and "١٢٣", which int() refuses
+    # (or reads), and whoever owns a process writes what its fdinfo holds in a test tree.
     head = value.split()[0] if value.split() else ""
-    return int(head) if head.isdigit() else None
+    return int(head) if head.isascii() and head.isdigit() and len(head) <= 20 else None
 
 
 def pci_slot(sysfs_device: Path) -> str | None:

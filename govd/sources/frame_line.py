@@ -1,10 +1,15 @@
 """The frame-socket protocol: one ``F <gpu_time_us> [key=value ...]`` line per frame.
 
+A "frame" is any unit of GPU work a program completes: a rendered frame, or a step of a
+training loop (`govd.client` sends either), whose GPU time may be up to an hour.
+
 Keys govd reads: ``app=NAME`` (the application, for per-application targets), ``target_fps=F``
 (the frame rate the sender asks for) and ``device=NAME`` (the governed device the frame ran on,
-as `govd devices` names it: ``card0``, ``fde60000.gpu``, ``nvidia0``). A frame without
-``device=`` belongs to every governed device, which is right when there is only one. Other keys
-are ignored, so a newer sender keeps working with an older govd.
+as `govd devices` names it: ``card0``, ``fde60000.gpu``, or an NVIDIA GPU's UUID such as
+``GPU-5a1f0d2c-...``). A frame without ``device=`` belongs to every governed device, which is
+right when there is only one; one naming a device govd does not govern is counted and said by
+the socket (`govd.sources.socket`). Other keys are ignored, so a newer sender keeps working
+with an older govd.
 
 A line either parses into a `FrameLine` or is rejected with a short reason (a stable word used as a
 counter name in the source's `stats`), so a misbehaving sender costs a counter, never the daemon.
@@ -16,8 +21,10 @@ import math
 import re
 from dataclasses import dataclass
 
-MAX_GPU_TIME_US = 10_000_000.0
-"""Longest frame accepted: 10 s. Anything longer is a unit mistake or garbage. Units: µs."""
+MAX_GPU_TIME_US = 3_600_000_000.0
+"""Longest frame accepted: an hour. A training step of a large model can take minutes (10 s
+was the limit, and dropped such steps as too long); anything past an hour is a unit mistake
+or garbage. Units: µs."""
 MIN_GPU_TIME_US = 0.001
 """Shortest frame accepted: 1 ns, less than any GPU submission takes. Shorter is garbage, and
 below about 5e-321 µs the time becomes 0 ms in the unit change. Units: µs."""
@@ -52,6 +59,7 @@ REASONS = (
     "bad_target_fps",
     "bad_app",  # empty or non-printable app name
     "bad_device",  # empty, non-printable or overlong device name
+    "unknown_device",  # names a device govd does not govern (counted by the socket)
 )
 
 

@@ -17,9 +17,17 @@ lasts, a counter in `stats`):
   appears holding rows that span more time than passed since the folder was last listed without
   it (`WHOLE_SLACK_S` allowed), is reported and all its rows are dropped as ``stale_rows`` (they
   are not this tick's frames; the real 0.6.8 takes several drains to write one out);
-- sampled logs (``log_interval`` ≠ 0): each row counts for the frames it stands for (`Frame.count`);
-- whoever writes the folder is not trusted: links are not followed, and thousands of growing logs
-  cost a bounded number of open files (`MAX_OPEN_LOGS`) and reads per drain (`MAX_LOGS_PER_DRAIN`).
+- sampled logs (``log_interval`` ≠ 0): each row counts for the frames it stands for (`Frame.count`),
+  but a log's rows never stand for frames over more ``elapsed`` time than the log has been
+  followed (`SPAN_SLACK_S` allowed; past it a row is one frame, counted as ``impossible_gaps``):
+  whoever writes the folder cannot make a drain's rows stand for millions of frames;
+- whoever writes the folder is not trusted: links (symbolic or hard) are not followed, the folder
+  is listed a bounded step per drain (`govd.sources.mangohud_folder`: thousands of junk entries
+  delay the listing a few drains and hide no live log), at most `MAX_TRACKED_LOGS` logs are
+  followed, and thousands of growing logs cost a bounded number of open files (`MAX_OPEN_LOGS`)
+  and reads per drain (`MAX_LOGS_PER_DRAIN`);
+- a log truncated or replaced under its name (not what MangoHud does: it starts a new file per
+  launch) is read on from its end as it is then: its rows were delivered once already.
 
 `live` says whether a log delivered frames lately; while none does the daemon falls back to busy
 time.
@@ -29,18 +37,17 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from govd.sources.base import Frame, FrameSource, one_line
+from govd.sources.mangohud_folder import STEP_ENTRIES, FolderScan, Listing
 from govd.sources.mangohud_log import MAX_FRAME_MS, MangoHudLog, app_of_log
 
-__all__ = ["MAX_FRAME_MS", "Listing", "MangoHudSource", "app_of_log", "list_logs"]
+__all__ = ["MAX_FRAME_MS", "MangoHudSource", "app_of_log"]
 
 log = logging.getLogger(__name__)
 
@@ -71,46 +78,13 @@ MAX_PROBLEM_CHARS = 300
 MAX_APPS_SHOWN = 16
 """Programs `report` names (those with most frames): a folder of thousands of logs must not make
 a status line of thousands of names."""
-MAX_FOLDER_ENTRIES = 2000
-"""Folder entries looked at per listing (a week of logs of a busy player is hundreds): whoever
-writes the folder must not make each listing cost seconds with a million files (100 000 logs
-cost 0.72 s a listing on the 2-core build machine, these 2000 about 15 ms)."""
+SPAN_SLACK_S = MAX_FRAME_MS / 1000.0
+"""How much more ``elapsed`` than the time a log has been followed its sampled rows may span:
+the first row read may stand for a sample interval begun before govd looked. Units: s."""
+MAX_TRACKED_LOGS = 4096
+"""Logs followed at most (a week of a busy player's logs is hundreds): in a folder holding more,
+those written most recently are followed, and the rest said to be old."""
 SETUP_HINT = "see the README, 'Frames from games (MangoHud)'"
-
-
-@dataclass
-class Listing:
-    """What one look at the MangoHud folder found."""
-
-    logs: dict[Path, tuple[int, int]] = field(default_factory=dict)
-    """Each log → (inode, size in bytes)."""
-    links: list[Path] = field(default_factory=list)
-    """``*.csv`` symbolic links, not followed: whoever writes the folder could point govd, which
-    runs as root, at any file."""
-    cut: bool = False
-    """The folder holds more entries than were looked at."""
-
-
-def list_logs(folder: Path, max_entries: int | None = None) -> Listing:
-    """MangoHud logs in ``folder`` (``*_summary.csv`` excluded), among its first
-    ``max_entries`` entries (None: all). Raises OSError when the folder cannot be listed."""
-    listing = Listing()
-    with os.scandir(folder) as entries:
-        for seen, entry in enumerate(entries):
-            if max_entries is not None and seen >= max_entries:
-                listing.cut = True
-                break
-            if not entry.name.endswith(".csv") or entry.name.endswith("_summary.csv"):
-                continue
-            try:
-                if entry.is_symlink():
-                    listing.links.append(Path(entry.path))
-                elif entry.is_file(follow_symlinks=False):
-                    st = entry.stat()
-                    listing.logs[Path(entry.path)] = (st.st_ino, st.st_size)
-            except OSError:
-                continue
-    return listing
 
 
 class MangoHudSource(FrameSource):
@@ -139,12 +113,17 @@ class MangoHudSource(FrameSource):
         self._sizes: dict[Path, tuple[int, int]] = {}
         self._active: dict[Path, float] = {}
         """Logs read at every drain → when they last grew (s)."""
+        self._since: dict[Path, float] = {}
+        """Each log → since when its rows may stand for frames (s): govd's first look at it,
+        or, for a log that appeared later, the last listing of the folder without it."""
         self._new: dict[Path, float] = {}
         """Logs that appeared after start and showed no row yet → when the folder was last
         listed without them (s): a log written while logging cannot span more than since."""
         self._stale: set[Path] = set()
         """Logs written whole at stop: none of their rows is delivered."""
         self._listed_s = math.nan
+        """When the last whole pass over the folder began (s)."""
+        self._scanning: FolderScan | None = None
         self._counts: Counter[str] = Counter()
         self._frames_by_app: dict[str, float] = {}
         self._last_frame_s = -math.inf
@@ -201,19 +180,50 @@ class MangoHudSource(FrameSource):
             log.error("%s", problem)  # loud: without it the source is silent forever
 
     # -- the folder ------------------------------------------------------------------------------
-    def _scan(self, now_s: float) -> None:
+    def _look(self, now_s: float) -> None:
+        """A step of the pass over the folder (a new pass when one is due); the listing counts
+        once the pass is over."""
+        if self._scanning is None:
+            if now_s < self._next_scan_s:
+                return
+            self._next_scan_s = now_s + self.rescan_s
+            try:
+                self._scanning = FolderScan(self.folder, now_s)
+            except OSError as exc:
+                self._folder_failed(exc)
+                return
+        scan = self._scanning
         try:
-            listing = list_logs(self.folder, MAX_FOLDER_ENTRIES)
+            done = scan.step(STEP_ENTRIES)
         except OSError as exc:
+            self._scanning = None
             self._folder_failed(exc)
             return
+        if done:
+            self._scanning = None
+            self._next_scan_s = now_s + self.rescan_s
+            self._apply(scan.listing, scan.started_s, scan.steps)
+
+    def _apply(self, listing: Listing, started_s: float, steps: int) -> None:
+        """Take the logs of a whole pass that began at ``started_s`` (s) and took ``steps``
+        drains."""
+        now_s = started_s
         for link in listing.links:
             self._report(f"{link}: a symbolic link, not followed: govd reads only regular files "
                          "in the MangoHud folder")
-        if listing.cut:
-            self._report(f"MangoHud folder {self.folder} holds more than {MAX_FOLDER_ENTRIES} "
-                         "files: govd looks at the first only; remove old logs")
+        for link in listing.hard_links:
+            self._report(f"{link}: a file with several links (a hard link), not read: govd "
+                         "reads only files made in the MangoHud folder")
         found = listing.logs
+        if len(found) > MAX_TRACKED_LOGS:
+            newest = sorted(found, key=listing.changed_s.__getitem__)[-MAX_TRACKED_LOGS:]
+            found = {path: found[path] for path in newest}
+            self._report(f"MangoHud folder {self.folder} holds {len(listing.logs)} logs: govd "
+                         f"follows the {MAX_TRACKED_LOGS} written last; remove old logs")
+        if steps > 5 and len(listing.logs) < listing.entries // 2:
+            self._report(f"MangoHud folder {self.folder} holds {listing.entries} entries, "
+                         f"{len(listing.logs)} of them MangoHud logs: listing it takes {steps} "
+                         "ticks; keep only MangoHud's logs there")
         if self._folder_problem is not None:
             log.info("MangoHud folder %s can be read again", self.folder)
             self._folder_problem = None
@@ -225,6 +235,7 @@ class MangoHudSource(FrameSource):
                 self._logs[path] = MangoHudLog(path, size if first_look else 0, self._report,
                                                inode)
                 self._counts["logs"] += 1
+                self._since[path] = now_s if first_look else self._listed_s
                 if not first_look:
                     self._new[path] = self._listed_s
                     self._active[path] = now_s
@@ -237,6 +248,7 @@ class MangoHudSource(FrameSource):
             self._counts.update(gone.counts)
             self._active.pop(path, None)
             self._new.pop(path, None)
+            self._since.pop(path, None)
             self._stale.discard(path)
         if removed:  # programs whose every log is gone are forgotten
             alive = {mango.app for mango in self._logs.values()}
@@ -249,9 +261,7 @@ class MangoHudSource(FrameSource):
         """Rows appended to any log since the last call, as frames: each log's in order, the
         logs one after the other."""
         now_s = self._clock()
-        if now_s >= self._next_scan_s:
-            self._next_scan_s = now_s + self.rescan_s
-            self._scan(now_s)
+        self._look(now_s)
         frames: list[Frame] = []
         active = list(self._active)
         if len(active) > MAX_LOGS_PER_DRAIN:  # round robin: each log gets its turn
@@ -264,6 +274,7 @@ class MangoHudSource(FrameSource):
         for path in active:
             mango = self._logs[path]
             before = mango.offset
+            mango.span_allowed_ms = (now_s - self._since[path] + SPAN_SLACK_S) * 1000.0
             got = mango.read(share, history_share)
             if path in self._new and (mango.counts["rows"] or mango.version is not None):
                 self._judge(mango, now_s - self._new.pop(path))
@@ -329,13 +340,17 @@ class MangoHudSource(FrameSource):
     def stats(self) -> dict[str, int]:
         """Counters: ``logs`` (seen), ``rows``, ``accepted`` (rows delivered), ``bad_rows``,
         ``bad_header``, ``skipped_rows`` (history), ``stale_rows`` and ``written_at_stop`` (logs
-        written whole at stop), ``reopened`` (replaced), ``truncated``, ``folder_unreadable``."""
+        written whole at stop), ``reopened`` (replaced), ``truncated``, ``folder_unreadable``,
+        ``impossible_gaps`` (rows claiming more time than the log existed)."""
         counts = Counter(self._counts)
         for mango in self._logs.values():
             counts.update(mango.counts)
         return dict(counts)
 
     def close(self) -> None:
-        """Close every log."""
+        """Close every log (and a pass over the folder under way)."""
+        if self._scanning is not None:
+            self._scanning.close()
+            self._scanning = None
         for mango in self._logs.values():
             mango.close()

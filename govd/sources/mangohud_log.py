@@ -28,13 +28,18 @@ How rows become frames:
   never stands for more than ``MAX_FRAME_MS / MIN_FRAME_MS`` frames.
 
 Robustness: a partial last line waits for its newline; a row with the wrong number of fields or an
-unusable frame time is skipped and counted; a log replaced (new inode) or truncated is read again
-from its start; the file is closed while it does not grow and reopened at the same offset.
+unusable frame time is skipped and counted; a log replaced (new inode) or truncated has what it
+holds then taken as history (its header read again, its rows not delivered: they were, once),
+and only rows appended after count; the file is closed while it does not grow and reopened at
+the same offset; a file with several links (a hard link to a file the folder's users may not
+read) is never read, and nothing of a file's content but a few characters of a bad row is
+quoted in a problem (problems reach the world-readable status file).
 """
 
 from __future__ import annotations
 
 import contextlib
+import grp
 import math
 import os
 import re
@@ -92,6 +97,13 @@ class MangoHudLog:
         """Whether a row stood for several frames (``log_interval`` ≠ 0)."""
         self.first_elapsed_ns: float | None = None
         self.last_elapsed_ns: float | None = None
+        self.span_allowed_ms = math.inf
+        """How much ``elapsed`` time all the rows that stand for several frames may add up to:
+        the follower sets it to how long the log has been followed (and a gap's slack) before
+        each read. A log cannot have presented frames for longer than it existed; a row past
+        it stands for one frame (counted as ``impossible_gaps``), so whatever rows say, the
+        frames of a drain are bounded by the time that passed."""
+        self._counted_ms = 0.0
         self._file: BinaryIO | None = None
         self._inode = inode
         self._restart(skip_to)
@@ -134,18 +146,21 @@ class MangoHudLog:
             on_disk = os.lstat(self.path)
         except OSError:
             return self._file  # removed: read what is left in the open file
+        # Replaced under its name (a copy put in its place) or cut shorter: not what MangoHud
+        # does (a new file per launch). Read again from the start, every row would be counted
+        # twice; so what the file holds now is history, and only what is appended counts.
         if self._inode is not None and on_disk.st_ino != self._inode:
             self.close()
             self.counts["reopened"] += 1
-            self._restart()
+            self._restart(on_disk.st_size)
         elif on_disk.st_size < self.offset:
             self.counts["truncated"] += 1
-            self._restart()
+            self._restart(on_disk.st_size)
         if self._file is None:
             try:
                 self._file = _open_regular(self.path)
             except OSError as exc:
-                self._report(f"{self.path}: cannot open: {exc.strerror or exc}")
+                self._report(f"{self.path}: cannot open: {unreadable_why(self.path, exc)}")
                 return None
             self._inode = os.fstat(self._file.fileno()).st_ino
             # On from the partial line kept: a line longer than one read must not start over
@@ -248,7 +263,9 @@ class MangoHudLog:
         elif "frametime" not in columns and "fps" not in columns:
             self._usable = False
             self.counts["bad_header"] += 1
-            self._report(f"{self.path}: header has neither a frametime nor an fps column: {text}")
+            # The line itself is not quoted: problems reach the world-readable status file.
+            self._report(f"{self.path}: header has neither a frametime nor an fps column "
+                         f"({len(columns)} columns)")
         elif "frametime" not in columns:
             self._report(f"{self.path}: no frametime column; using 1000/fps as the frame time")
 
@@ -292,6 +309,10 @@ class MangoHudLog:
         # bounded by MIN_FRAME_MS, a row stands for at most MAX_FRAME_MS / MIN_FRAME_MS frames.
         if gap_ms / frame_ms < SAMPLED_RATIO or gap_ms > MAX_FRAME_MS:
             return 1.0
+        if self._counted_ms + gap_ms > self.span_allowed_ms:
+            self.counts["impossible_gaps"] += 1
+            return 1.0
+        self._counted_ms += gap_ms
         self.sampled = True
         return gap_ms * fps / 1000.0 if fps is not None else gap_ms / frame_ms
 
@@ -304,6 +325,32 @@ class MangoHudLog:
         return self._scale_to_ms == 1e-3
 
 
+def unreadable_why(path: Path, exc: OSError) -> str:
+    """Why a log cannot be opened, with the fix where it is the log's mode: govd reads the
+    folder's logs as a member of the group ``govd`` (the unit's SupplementaryGroups; it has no
+    CAP_DAC_OVERRIDE), and MangoHud creates them with the player's umask."""
+    why = exc.strerror or str(exc)
+    if not isinstance(exc, PermissionError):
+        return why
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return why
+    found = (f"{why} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}, group gid "
+             f"{st.st_gid})")
+    if st.st_mode & stat.S_IRGRP and st.st_gid not in [*os.getgroups(), os.getegid()]:
+        try:
+            group = grp.getgrgid(st.st_gid).gr_name
+        except KeyError:
+            group = str(st.st_gid)
+        if group == "govd":
+            return (f"{found}: govd is not in the group govd, which may read it: the unit "
+                    "lacks SupplementaryGroups=govd (one older than this govd: make install)")
+    return (f"{found}: govd reads MangoHud's logs as a member of the group govd, so a log "
+            "must be readable by that group, or by all; the folder gives new logs the group, "
+            "the player's umask sets their mode (umask 022 or 002, not 077)")
+
+
 def _open_regular(path: Path) -> BinaryIO:
     """``path`` opened for reading; OSError unless it is a regular file. Opened non-blocking and
     checked after opening: a FIFO put in the log's place would otherwise block `read` until
@@ -311,8 +358,11 @@ def _open_regular(path: Path) -> BinaryIO:
     point govd, which runs as root, at any file."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError("not a regular file")
+        if st.st_nlink != 1:  # checked on what was opened: a link made after the listing too
+            raise OSError("a hard link (several names): not read")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:

@@ -1,4 +1,9 @@
-"""What the frame socket remembers about each sender: its rate budget and its process name."""
+"""What the frame socket remembers about who sends: a rate budget per user, a name per process.
+
+The budget is the sender's user's (its uid from SCM_CREDENTIALS), not its process's: a process
+that forks a hundred children to send from each gets the budget of one user, not of a hundred
+processes. Processes without credentials (pid 0) share the budget of uid -1.
+"""
 
 from __future__ import annotations
 
@@ -14,68 +19,69 @@ NAME_TTL_S = 1.0
 pid may go to another program meanwhile. Units: s."""
 UNLIMITED = 1 << 62
 """`Senders.allowance` with the limit disabled: more lines than any datagram holds."""
+MAX_NAMES = 4096
+"""Process names remembered at most: a forking sender must not grow the cache without end."""
 
 
 @dataclass(slots=True)
-class _Sender:
+class _Budget:
     tokens: float
     last_s: float
-    name: str | None = None
-    named_s: float = 0.0
+
+
+@dataclass(slots=True)
+class _Name:
+    name: str
+    named_s: float
 
 
 class Senders:
-    """Per-pid token buckets and cached ``/proc/<pid>/comm`` names.
+    """Token buckets per uid and cached ``/proc/<pid>/comm`` names per pid.
 
-    Each pid may send ``rate_fps`` frames per second on average and ``burst`` at once, so that one
-    noisy process cannot crowd the others out of the bounded queue. ``rate_fps`` of 0 disables the
-    limit. Time comes from the caller (``now_s``), so the buckets can be tested without sleeping.
+    Each user may send ``rate_fps`` frames per second on average and ``burst`` at once, so that
+    one noisy user cannot crowd the others out of the bounded queue, however many processes it
+    sends from. ``rate_fps`` of 0 disables the limit. Time comes from the caller (``now_s``), so
+    the buckets can be tested without sleeping.
     """
 
     def __init__(self, rate_fps: float, burst: float, proc_root: Path = Path("/proc")) -> None:
         self.rate_fps = rate_fps
         self.burst = max(burst, 1.0)
         self.proc_root = proc_root
-        self._known: dict[int, _Sender] = {}
+        self._budgets: dict[int, _Budget] = {}
+        self._names: dict[int, _Name] = {}
 
     def set_rate(self, rate_fps: float, burst: float) -> None:
         """New limits (frames/s, frames); each sender's tokens are capped at the new burst."""
         self.rate_fps = rate_fps
         self.burst = max(burst, 1.0)
-        for sender in self._known.values():
-            sender.tokens = min(sender.tokens, self.burst)
+        for budget in self._budgets.values():
+            budget.tokens = min(budget.tokens, self.burst)
 
-    def _sender(self, pid: int, now_s: float) -> _Sender:
-        sender = self._known.get(pid)
-        if sender is None:
-            sender = _Sender(tokens=self.burst, last_s=now_s)
-            self._known[pid] = sender
-        return sender
-
-    def allowance(self, pid: int, now_s: float) -> int:
-        """How many frames ``pid`` may send now (its whole tokens, refilled up to ``now_s``);
-        a large number when the limit is disabled. Take them with `spend`."""
-        sender = self._known.get(pid)  # `_sender`, written out: called once per datagram
-        if sender is None:
-            sender = self._known[pid] = _Sender(tokens=self.burst, last_s=now_s)
-        elapsed_s = max(0.0, now_s - sender.last_s)
-        sender.last_s = now_s
+    def allowance(self, uid: int, now_s: float) -> int:
+        """How many frames user ``uid`` may send now (its whole tokens, refilled up to
+        ``now_s``); a large number when the limit is disabled. Take them with `spend`."""
+        budget = self._budgets.get(uid)  # called once per datagram: no helper call
+        if budget is None:
+            budget = self._budgets[uid] = _Budget(tokens=self.burst, last_s=now_s)
+        elapsed_s = max(0.0, now_s - budget.last_s)
+        budget.last_s = now_s
         if self.rate_fps <= 0:
             return UNLIMITED
-        sender.tokens = min(self.burst, sender.tokens + elapsed_s * self.rate_fps)
-        return int(sender.tokens)
+        budget.tokens = min(self.burst, budget.tokens + elapsed_s * self.rate_fps)
+        return int(budget.tokens)
 
-    def spend(self, pid: int, frames: int) -> None:
-        """Take ``frames`` from ``pid``'s budget (after `allowance` said they were there)."""
-        sender = self._known.get(pid)
-        if sender is not None and self.rate_fps > 0:
-            sender.tokens = max(0.0, sender.tokens - frames)
+    def spend(self, uid: int, frames: int) -> None:
+        """Take ``frames`` from ``uid``'s budget (after `allowance` said they were there)."""
+        budget = self._budgets.get(uid)
+        if budget is not None and self.rate_fps > 0:
+            budget.tokens = max(0.0, budget.tokens - frames)
 
-    def admit(self, pid: int, now_s: float) -> bool:
-        """Take one frame from ``pid``'s budget; False when the budget is spent."""
-        if self.allowance(pid, now_s) < 1:
+    def admit(self, uid: int, now_s: float) -> bool:
+        """Take one frame from ``uid``'s budget; False when the budget is spent."""
+        if self.allowance(uid, now_s) < 1:
             return False
-        self.spend(pid, 1)
+        self.spend(uid, 1)
         return True
 
     def name(self, pid: int, now_s: float) -> str:
@@ -84,21 +90,24 @@ class Senders:
         credentials)."""
         if pid <= 0:
             return ""
-        sender = self._sender(pid, now_s)
-        if sender.name is None or now_s - sender.named_s > NAME_TTL_S:
-            sender.named_s = now_s
+        known = self._names.get(pid)
+        if known is None or now_s - known.named_s > NAME_TTL_S:
             try:
                 comm = (self.proc_root / str(pid) / "comm").read_bytes()
             except OSError:
                 comm = b""
-            sender.name = one_line(comm.decode("utf-8", "replace").strip())
-        return sender.name
+            if known is None and len(self._names) >= MAX_NAMES:
+                del self._names[next(iter(self._names))]  # the oldest
+            known = self._names[pid] = _Name(one_line(comm.decode("utf-8", "replace").strip()),
+                                             now_s)
+        return known.name
 
     def forget_idle(self, now_s: float) -> None:
-        """Drop senders silent for `FORGET_AFTER_S`: bounds memory and pid-reuse mistakes."""
-        stale = [pid for pid, s in self._known.items() if now_s - s.last_s > FORGET_AFTER_S]
-        for pid in stale:
-            del self._known[pid]
+        """Drop budgets and names unused for `FORGET_AFTER_S`: bounds memory and pid reuse."""
+        for uid in [u for u, b in self._budgets.items() if now_s - b.last_s > FORGET_AFTER_S]:
+            del self._budgets[uid]
+        for pid in [p for p, n in self._names.items() if now_s - n.named_s > FORGET_AFTER_S]:
+            del self._names[pid]
 
     def __len__(self) -> int:
-        return len(self._known)
+        return len(self._budgets)

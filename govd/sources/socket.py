@@ -7,12 +7,20 @@ lines per datagram. Who sent a datagram comes from the kernel (``SO_PASSCRED``,
 - the socket file is ``0660 root:<group>``, so only root and the group can send at all;
 - an optional uid/gid allow-list (the gid is the sender's effective gid; supplementary groups are
   not visible in SCM_CREDENTIALS);
-- a token bucket per sender pid, applied before parsing: a datagram's lines past its sender's
-  budget are counted, never parsed, so one process cannot starve the others nor the loop;
+- a token bucket per sender uid (`govd.sources.senders`: a user that forks a hundred senders
+  has the budget of one), applied before parsing: a datagram's lines past its sender's budget
+  are counted, never parsed, so one user cannot starve the others nor the loop; a datagram
+  whose sender has no budget left is not even split (its newlines counted in C) and weighs a
+  sixteenth in the tick's byte budget, so a flood is read out of the kernel's short queue
+  (``net.unix.max_dgram_qlen``, 10 datagrams) fast enough to leave room for the others;
 - per tick (between two `drain`), bounds on the frames held (``max_queue``), the lines parsed
   (twice that), the datagrams and the bytes read (``max_read_bytes``), and `receive` stops at a
   deadline, so a flood costs bounded time and memory; what is left stays in the kernel's receive
   queue, and when that is full senders get EAGAIN, never govd.
+
+A frame naming a device govd does not govern (``device=``, `set_devices`) is dropped, counted
+as ``dropped_unknown_device``, said once per name in the journal with the names govd governs,
+and listed in `report` (so `govd status` shows it): it was counted as accepted and vanished.
 
 The socket file is created with its mode (umask around bind) in a folder only root or govd may
 write (a sticky folder such as /tmp is accepted: there nobody may rename or remove our file),
@@ -52,6 +60,9 @@ DEFAULT_PATH = Path("/run/govd/frames.sock")
 SOCKET_MODE = 0o660
 DRAIN_BUDGET_S = 0.004
 """The most `drain` spends reading the kernel queue, inside the tick. Units: s."""
+MAX_UNKNOWN_DEVICES = 16
+"""Device names kept (and said) for frames naming a device govd does not govern: a sender
+inventing names must not grow the report or the journal."""
 WARN_EVERY_S = 60.0
 """Each kind of bad input is said in the journal at most once this often (with how many came
 since): a hostile sender must not flood the journal. Units: s of the source's clock."""
@@ -61,12 +72,16 @@ _SAY = {
     "no_credentials": "datagram(s) without whole credentials (other ancillary data beside them, "
                       "e.g. file descriptors, which are not taken): sender unknown",
     "truncated": "datagram(s) longer than {size} bytes, cut (their last line dropped)",
-    "rate_limited": "line(s) past the sender's budget (frames.socket.rate_fps, burst), not parsed",
+    "rate_limited": "line(s) past the sending user's budget (frames.socket.rate_fps, burst), "
+                    "not parsed",
     "queue_full": "frame(s) past frames.socket.max_queue in one tick, dropped",
     "over_budget": "line(s) past one tick's parse budget, not parsed",
 }
 """What each counter means, for the journal line; ``dropped_<reason>`` is said from its reason."""
 _UCRED = struct.Struct("iII")  # struct ucred: pid_t pid; uid_t uid; gid_t gid
+DISCARD_WEIGHT = 16
+"""A datagram whose sender has no budget left costs a copy and a count, no split nor parse:
+it takes 1/16 of its size from the tick's byte budget."""
 # Plain ints: socket.MSG_* are IntFlag members, whose ``&`` runs in Python (three calls a test,
 # two tests a datagram).
 _MSG_TRUNC = int(socket.MSG_TRUNC)
@@ -124,6 +139,9 @@ class SocketSource(FrameSource):
         self._quiet_until: dict[str, float] = {}
         """Kind of bad input → when it may be said again (s, the source's clock)."""
         self._queue: list[Frame] = []
+        self._devices: frozenset[str] | None = None
+        """The governed devices' names (`set_devices`); None: every ``device=`` taken."""
+        self._unknown_devices: Counter[str] = Counter()
         self._bound: tuple[int, int] | None = None
         """(st_dev, st_ino) of the socket file this source created; only that inode is removed."""
         if sock is None:
@@ -134,6 +152,9 @@ class SocketSource(FrameSource):
         with contextlib.suppress(OSError):  # the kernel caps it at net.core.rmem_max anyway
             self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, recv_buffer_bytes)
         self._cmsg_bytes = socket.CMSG_SPACE(_UCRED.size)
+        self._peek = bytearray(1)
+        self._flooded = False
+        """The last datagram read came from a user with no budget left: look before reading."""
 
     @classmethod
     def from_fd(cls, fd: int, **options: object) -> SocketSource:
@@ -162,6 +183,10 @@ class SocketSource(FrameSource):
         self.allow_gids = frozenset(allow_gids)
         self.max_queue = max_queue
         self._senders.set_rate(rate_fps, burst)
+
+    def set_devices(self, names: Iterable[str]) -> None:
+        """The devices govd governs now: frames naming another are dropped and counted."""
+        self._devices = frozenset(names)
 
     def fileno(self) -> int:
         """The socket's fd, for callers that want to poll it."""
@@ -194,6 +219,11 @@ class SocketSource(FrameSource):
             if until_s is not None and moved and time.monotonic() >= until_s:
                 break
             try:
+                if self._flooded and self._dropped_unread(now_s):
+                    self._datagrams_left -= 1
+                    self._bytes_left -= 1
+                    moved += 1
+                    continue
                 data, ancdata, flags, _ = recvmsg(size, cmsg_bytes)
             except (BlockingIOError, InterruptedError):
                 break
@@ -202,10 +232,33 @@ class SocketSource(FrameSource):
                 log.warning("frame socket %s: receive failed: %s", self.path, exc)
                 break
             self._datagrams_left -= 1
-            self._bytes_left -= len(data)
-            self._take(data, ancdata, flags, now_s, queue)
+            parsed = self._take(data, ancdata, flags, now_s, queue)
+            if parsed:
+                self._flooded = False
+            self._bytes_left -= len(data) if parsed else len(data) // DISCARD_WEIGHT + 1
             moved += 1
         return moved
+
+    def _dropped_unread(self, now_s: float) -> bool:
+        """While datagrams of users with no budget left come one after another (a flood): look
+        at the next one's sender without reading it (MSG_PEEK, one byte) and, when it is such a
+        user again, drop it unread (the kernel frees it without copying it). A flood of 64 KiB
+        datagrams is so emptied out of the kernel's short queue at a fraction of a read's cost,
+        leaving room for the other senders' datagrams. Raises OSError as a receive does."""
+        _, ancdata, flags, _ = self._sock.recvmsg_into([self._peek], self._cmsg_bytes,
+                                                       socket.MSG_PEEK)
+        _, uid, gid = _credentials(ancdata, flags)
+        allow_uids, allow_gids = self.allow_uids, self.allow_gids
+        if (allow_uids or allow_gids) and uid not in allow_uids and gid not in allow_gids:
+            return False  # refused the ordinary way, counted as such
+        if self._senders.allowance(uid, now_s) >= 1:
+            self._flooded = False
+            return False
+        self._sock.recv_into(self._peek, 1)  # the rest of the datagram is discarded
+        counts = self._counts
+        counts["datagrams"] += 1
+        counts["rate_limited_datagrams"] += 1  # said with the flood's lines ("rate_limited")
+        return True
 
     def drain(self) -> list[Frame]:
         """Every frame received since the last call (at most ``max_queue``), oldest first; reads
@@ -229,7 +282,9 @@ class SocketSource(FrameSource):
         flags: int,
         now_s: float,
         frames: list[Frame],
-    ) -> None:
+    ) -> bool:
+        """Queue the frames of one datagram; returns whether any of its lines was parsed (a
+        datagram of a sender with no budget left is only counted)."""
         counts = self._counts
         counts["datagrams"] += 1
         # `_credentials`, its usual case written out (one call less per datagram): the kernel's
@@ -246,20 +301,32 @@ class SocketSource(FrameSource):
         if (allow_uids or allow_gids) and uid not in allow_uids and gid not in allow_gids:
             counts["rejected_sender"] += 1
             self._say("rejected_sender", 1, pid, uid, now_s)
-            return
+            return False
         if flags & _MSG_TRUNC:
             counts["truncated"] += 1
             self._say("truncated", 1, pid, uid, now_s)
             data = data[: data.rfind(b"\n") + 1]  # the cut line is incomplete; drop it
-        # Split in C, then parse in Python only as many lines as the sender may send now and
-        # this tick may still parse: the rest is counted by reason, never parsed, so a 64 KiB
-        # datagram of 16 000 lines costs what its sender's budget allows.
-        parts = data.split(b"\n")
-        total = len(parts) - parts.count(b"")
-        counts["lines"] += total
         senders = self._senders
-        allowance = senders.allowance(pid, now_s)
+        allowance = senders.allowance(uid, now_s)
+        if allowance < 1 or self._parse_left < 1 or len(frames) >= self.max_queue:
+            # Nothing of it can be taken: its lines counted in C (empty ones too), no split.
+            total = data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
+            reason = ("rate_limited" if allowance < 1 else
+                      "queue_full" if len(frames) >= self.max_queue else "over_budget")
+            self._flooded = allowance < 1
+            counts["lines"] += total
+            counts[reason] += total
+            self._say(reason, total, pid, uid, now_s)
+            return False
+        # Split in C only as far as the sender may send now and this tick may still parse (a
+        # few empty lines aside), and count the rest's newlines in C: a 64 KiB datagram of
+        # 16 000 lines costs what its sender's budget allows, not a split of 16 000 lines.
         budget = min(allowance, self._parse_left)
+        parts = data.split(b"\n", budget) if budget < 4096 else data.split(b"\n")
+        rest = parts.pop() if len(parts) > budget else b""
+        total = len(parts) - parts.count(b"") + rest.count(b"\n") + (
+            bool(rest) and not rest.endswith(b"\n"))
+        counts["lines"] += total
         max_queue = self.max_queue
         parsed = accepted = 0
         name: str | None = None
@@ -275,6 +342,10 @@ class SocketSource(FrameSource):
                 counts[f"dropped_{exc.reason}"] += 1
                 self._say(f"dropped_{exc.reason}", 1, pid, uid, now_s)
                 continue
+            if line.device is not None and self._devices is not None \
+                    and line.device not in self._devices:
+                self._unknown_device(line.device, pid, uid)
+                continue
             app = line.app
             if app is None:  # the process name, looked up once a datagram
                 if name is None:
@@ -284,7 +355,7 @@ class SocketSource(FrameSource):
             accepted += 1
         if accepted:
             counts["accepted"] += accepted
-        senders.spend(pid, parsed)
+        senders.spend(uid, parsed)
         self._parse_left -= parsed
         left = total - parsed
         if left:
@@ -292,6 +363,30 @@ class SocketSource(FrameSource):
                       else "rate_limited" if parsed >= allowance else "over_budget")
             counts[reason] += left
             self._say(reason, left, pid, uid, now_s)
+        return True
+
+    def _unknown_device(self, name: str, pid: int, uid: int) -> None:
+        """Count a frame for device ``name``, which govd does not govern; the first for each
+        name (of `MAX_UNKNOWN_DEVICES`) is said in the journal."""
+        self._counts["dropped_unknown_device"] += 1
+        unknown = self._unknown_devices
+        if name in unknown:
+            unknown[name] += 1
+        elif len(unknown) < MAX_UNKNOWN_DEVICES:
+            unknown[name] = 1
+            governed = ", ".join(sorted(self._devices or ())) or "none"
+            log.warning("frame socket %s: frames for device=%s, which govd does not govern (it "
+                        "governs %s; `govd devices` lists the names), from pid %d uid %d: "
+                        "dropped, counted in `govd status`", self.path, name, governed, pid,
+                        uid)
+
+    def report(self) -> dict[str, object]:
+        """``unknown_devices``: frames per device name govd does not govern (at most
+        `MAX_UNKNOWN_DEVICES` names), and the names it governs."""
+        if not self._unknown_devices:
+            return {}
+        return {"unknown_devices": dict(self._unknown_devices),
+                "devices": sorted(self._devices or ())}
 
     def _say(self, kind: str, count: int, pid: int, uid: int, now_s: float) -> None:
         """Count ``count`` of bad input ``kind`` (a `stats` key) from ``pid``/``uid`` for the
@@ -311,7 +406,8 @@ class SocketSource(FrameSource):
 
     def stats(self) -> dict[str, int]:
         """Counters: ``datagrams``, ``lines``, ``accepted``, ``dropped_<reason>`` (see
-        `govd.sources.frame_line.REASONS`), ``rejected_sender``, ``rate_limited``, ``queue_full``,
+        `govd.sources.frame_line.REASONS`), ``rejected_sender``, ``rate_limited``,
+        ``rate_limited_datagrams`` (dropped unread during a flood: lines unknown), ``queue_full``,
         ``truncated``, ``no_credentials``, ``receive_errors``, ``over_budget`` (lines left
         unparsed because the tick's parse budget was spent). ``lines`` counts the non-empty
         newline-separated lines, parsed or not."""

@@ -21,6 +21,25 @@ FIELD_PREFIX = "GOVD_"
 _FIELD_NAME = re.compile(r"[a-z][a-z0-9_]*")
 # Marks the handler setup_logging installed, so a second call replaces it instead of doubling lines.
 _GOVD_HANDLER = "_govd_handler"
+MAX_MESSAGE_CHARS = 1000
+"""Longest message logged; the rest is cut (a sysfs file of 60 000 NUL bytes quoted in an error
+was a 240 kB journal line)."""
+
+
+class OneLine(logging.Filter):
+    """Every message one printable, bounded line: what others choose (device names in a tree
+    given with --sysfs-root, file contents quoted in errors) can neither forge a journal line
+    nor flood it. A traceback, attached apart, is left as it is."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite the record's message in place; never drops a record."""
+        message = record.getMessage()
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = message[:MAX_MESSAGE_CHARS - 1] + "…"
+        if not message.isprintable():
+            message = "".join(c if c.isprintable() else "?" for c in message)
+        record.msg, record.args = message, None
+        return True
 
 
 def running_under_systemd(environ: Mapping[str, str] | None = None) -> bool:
@@ -113,6 +132,7 @@ def setup_logging(level: int | str, under_systemd: bool | None = None) -> loggin
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(StderrFormatter())
     setattr(handler, _GOVD_HANDLER, True)
+    handler.addFilter(OneLine())
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, _GOVD_HANDLER, False)]:
         root.removeHandler(old)

@@ -17,9 +17,9 @@ import pytest
 
 from govd.conf.commands import check_config
 from govd.conf.load import load_config
+from govd.custody.state_file import StateFileError
 from govd.daemon.daemon import Daemon, Options
 from govd.daemon.governed import SetupError
-from govd.daemon.state import StateFileError
 from tests.sysfs_fixtures import mali_panfrost
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,9 +47,13 @@ REFUSED = {
     "metrics_on_the_network": {"metrics": {"enabled": True, "listen": "192.0.2.1:9586"}},
     "device_policy_parameter": {"devices": [{"name": MALI, "policy": {
         "name": "energy", "params": {"margin": 2.0}}}]},
+    # a margin changes nothing under the scaling form, in force for slowdown targets
+    "margin_that_changes_nothing": {"target": {"max_slowdown": 0.1}, "policy": {
+        "name": "energy", "params": {"margin": 0.3}}},
 }
 ACCEPTED = {
     "defaults": {},
+    "margin_under_a_frame_rate": {"policy": {"name": "energy", "params": {"margin": 0.3}}},
     "ondemand_whole_threshold": {"policy": {"name": "ondemand", "params": {"upthreshold": 95}}},
     "bounds_inside_the_device": {"devices": [{"name": MALI, "bounds": {"max_mhz": 600}}]},
 }

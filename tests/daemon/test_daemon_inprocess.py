@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from govd.conf.schema import Config
+from govd.custody.custody import restore_custody
 from govd.daemon.daemon import Daemon, Options, StartError, frames_for
 from govd.daemon.device_runner import DeviceRunner
-from govd.daemon.state import restore_from_file
 from govd.device.devfreq import DevfreqDevice
 from govd.model.settings import MAX_LEVELS
 from govd.sources.base import Frame
@@ -34,6 +34,12 @@ from tests.sysfs_fixtures import (
 
 MALI, ADRENO = "fde60000.gpu", "5000000.gpu"
 MAX_TICKS = 2000  # a bound that only a broken daemon reaches; nothing here asserts on speed
+
+
+def _restored(path: Path) -> tuple[int, list[str]]:
+    """What `govd restore` does with the state file ``path``: (devices in stale files, failures)."""
+    done = restore_custody(path)
+    return done.devices, done.failures
 
 
 @pytest.fixture
@@ -116,10 +122,10 @@ def test_device_appearing_after_start_is_saved_to_the_state_file_then_governed(s
               plug_and_watch)
     saved = {d["name"]: d for d in seen["state"]["devices"]}
     assert set(saved) == {MALI, ADRENO}
-    # saved before govd's first write: the kernel still said "undefined" in set_freq then
-    assert "set_freq_hz" not in saved[ADRENO]["state"]
+    # saved before govd's first write: the request another tool left (180 MHz), not govd's
+    assert saved[ADRENO]["state"]["set_freq_hz"] == 180_000_000
     assert (root / f"devices/platform/{ADRENO}/devfreq/{ADRENO}/userspace/set_freq"
-            ).read_text().strip() != "undefined"
+            ).read_text().strip() == "180000000"  # put back at the stop
     assert not (short_dir / "state.json").exists()  # clean stop: both restored, file removed
 
 
@@ -306,7 +312,7 @@ def test_second_daemon_on_a_governed_device_touches_nothing_and_says_why(short_d
         if daemon.stats.ticks == 3 and not outcome:
             saved = first_state.read_text()
             found = files_under(root)
-            with pytest.raises(StartError, match=f"{MALI}: already governed by another govd"):
+            with pytest.raises(StartError, match=f"{MALI}: held by another govd process"):
                 second.run()
             outcome["first state kept"] = first_state.read_text() == saved
             outcome["second state written"] = not same_state_file and \
@@ -328,12 +334,12 @@ def test_restore_waits_for_the_lock_and_works_once_the_crashed_daemons_lock_is_g
     crashed._start()  # locks, saves the state, governs ... and then dies without a shutdown
     crashed.runners[0].tick(0.0, 0.01, [])
     assert (devfreq / "governor").read_text().strip() == "userspace"
-    count, failures = restore_from_file(short_dir / "state.json")
-    assert count == 1 and "already governed by another govd" in failures[0]
+    count, failures = _restored(short_dir / "state.json")
+    assert count == 1 and "held by another govd process" in failures[0]
     assert (devfreq / "governor").read_text().strip() == "userspace"  # not written under it
-    crashed._locks.release_all()  # what the kernel does when the process dies
+    crashed.custody.locks.release_all()  # what the kernel does when the process dies
     crashed.source.close()
-    assert restore_from_file(short_dir / "state.json") == (1, [])
+    assert _restored(short_dir / "state.json") == (1, [])
     assert (devfreq / "governor").read_text().strip() == "simple_ondemand"
     assert not (short_dir / "state.json").exists()
 
@@ -504,5 +510,5 @@ def test_state_file_written_under_a_relative_sysfs_root_can_be_restored_after_a_
     (short_dir / "state.json").write_text(left["state"])
     (mali / "governor").write_text(left["governor"])
     monkeypatch.chdir("/")  # `govd restore` runs from anywhere
-    assert restore_from_file(short_dir / "state.json") == (1, [])
+    assert _restored(short_dir / "state.json") == (1, [])
     assert (mali / "governor").read_text().strip() == "simple_ondemand"

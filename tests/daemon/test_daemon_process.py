@@ -125,7 +125,7 @@ def test_second_daemon_exits_1_in_one_line_touching_nothing_and_restore_works_af
         env=env(), capture_output=True, text=True, timeout=WAIT_S)
     assert second.returncode == 1
     [line] = [x for x in second.stderr.splitlines() if x.startswith("govd run:")]
-    assert "govd-sim0: already governed by another govd" in line
+    assert "govd-sim0: held by another govd process" in line
     assert "Traceback" not in second.stderr
     assert list(other.iterdir()) == [] and (tmp_path / "state.json").read_text() == state
     first.kill()
@@ -192,7 +192,9 @@ def test_recorded_run_trace_replays_through_the_model(tmp_path):
         env=env(), capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )
     assert demo.returncode == 0, demo.stdout + demo.stderr
-    header = trace.read_text().splitlines()[0]
+    lines = trace.read_text().splitlines()
+    assert lines[0] == "# govd run trace: 2"
+    header = next(line for line in lines if not line.startswith("#"))
     assert header.startswith("time_s,frame_time_ms,frame_count,freq_mhz,power_w")
     replay = subprocess.run([sys.executable, "-m", "govd", "replay", str(trace), "--json"],
                             env=env(), capture_output=True, text=True, timeout=120)

@@ -49,8 +49,9 @@ def make_runner(tmp_path, levels, dwell_s=0.0, apps=None, counters=(), **fixture
     device = DevfreqDevice(path, tmp_path, kernel)
     device.save()  # the daemon saves before its first write
     governor = Governor(device.levels_mhz, Scripted(levels), Target(fps=60),
-                        ModelSettings(counters=tuple(counters)))
-    settings = RunnerSettings("scripted", Target(fps=60), apps or {}, dwell_s, counters)
+                        ModelSettings(counters=tuple(counters)), period_s=PERIOD_S,
+                        min_dwell_s=dwell_s)
+    settings = RunnerSettings("scripted", Target(fps=60), apps or {}, counters)
     limiter = EpisodeLimiter(logging.getLogger("govd.test"))
     return DeviceRunner(device, governor, settings, limiter), kernel, path
 
@@ -169,7 +170,7 @@ def test_pseudo_frames_of_busy_time_are_never_judged_late(tmp_path):
     device = DevfreqDevice(path, tmp_path, kernel)
     device.save()
     governor = Governor(device.levels_mhz, Scripted([2]), Target(fps=60), ModelSettings())
-    settings = RunnerSettings("scripted", Target(fps=60), {}, 0.0, ())
+    settings = RunnerSettings("scripted", Target(fps=60), {}, ())
     limiter = EpisodeLimiter(logging.getLogger("govd.test"))
     runner = DeviceRunner(device, governor, settings, limiter, busy_source=BusySource())
     seen = []

@@ -28,7 +28,7 @@ def test_add_of_a_governed_device_probes_its_runner_and_asks_no_rescan(tmp_path)
     run_ticks(runner, 1)
     watch.on_event(event("remove", runner.name), 1.0, [runner])
     assert runner.paused == "gone"
-    watch.on_event(event("add", runner.name), 1.1, [runner])
+    watch.on_event(event("add", runner.name, str(runner.device.lock_dir())), 1.1, [runner])
     assert not watch.rescan_due(1.1)
     run_ticks(runner, 1, start_s=1.1)  # probed at once, not after the back-off
     assert runner.paused is None
@@ -87,7 +87,7 @@ def test_nvml_gpu_lost_to_a_driver_reload_is_reopened_and_locked_again(fake_lib_
         gpu.save()
         governor = Governor(gpu.levels_mhz, make_policy("powersave"), Target(fps=60),
                             ModelSettings(), mem_levels_mhz=gpu.mem_levels_mhz)
-        runner = DeviceRunner(gpu, governor, RunnerSettings("powersave", Target(fps=60), {}, 0),
+        runner = DeviceRunner(gpu, governor, RunnerSettings("powersave", Target(fps=60), {}),
                               EpisodeLimiter(logging.getLogger("t")),
                               reopen=functools.partial(reopen, sysfs_root="/sys"))
         runner.tick(0.0, 0.05, [])

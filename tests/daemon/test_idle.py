@@ -168,7 +168,7 @@ def test_unreadable_datagram_queue_length_falls_back_to_the_kernel_default(tmp_p
 
 def _one_datagram_wait(short_dir: Path, frames_last_tick: int, idle: bool) -> tuple[float, int]:
     """Wait 0.2 s in the daemon's wait with one datagram queued; (s waited, frames received)."""
-    from govd.daemon.signals import SignalFlags
+    from govd.custody.signals import SignalFlags
     from govd.sources.socket import SocketSource
 
     daemon = Daemon(Options(idle_config(short_dir)))

@@ -69,7 +69,7 @@ def _runner(device: SysfsDevice, wanted_mhz: float) -> tuple[DeviceRunner, float
     level_mhz = nearest_level(levels, wanted_mhz)
     device.save()  # the daemon saves before its first write
     governor = Governor(levels, Fixed(level_mhz), Target(fps=60), ModelSettings())
-    settings = RunnerSettings("fixed", Target(fps=60), {}, 0.0)
+    settings = RunnerSettings("fixed", Target(fps=60), {})
     limiter = EpisodeLimiter(logging.getLogger(LOGGER))
     return DeviceRunner(device, governor, settings, limiter), level_mhz
 

@@ -42,7 +42,7 @@ def governed():
     level = float(device.levels_mhz[len(device.levels_mhz) // 2])
     governor = Governor(device.levels_mhz, Fixed(level), Target(fps=60), ModelSettings(),
                         mem_levels_mhz=device.mem_levels_mhz)
-    settings = RunnerSettings("fixed", Target(fps=60), {}, 0.0)
+    settings = RunnerSettings("fixed", Target(fps=60), {})
     warned.clear()
     limiter = EpisodeLimiter(logging.getLogger("govd.test"))
     runner = DeviceRunner(device, governor, settings, limiter)

@@ -119,21 +119,15 @@ def test_every_line_received_is_accepted_or_counted_under_one_reason(
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
         for payload in datagrams:
             s.sendto(payload, socket.MSG_DONTWAIT, str(path))
-    # A drain leaves datagrams in the kernel once the queue is full or its time budget is
-    # spent (a loaded machine preempts it): drain until every one was read, as ticks would,
-    # so that none is counted in the next example. Each drain reads at least one.
-    frames: list[object] = []
-    for _ in datagrams:
-        batch = src.drain()
-        assert len(batch) <= src.max_queue
-        frames += batch
-        if src.stats().get("datagrams", 0) - before.get("datagrams", 0) >= len(datagrams):
-            break
+    # Every datagram read before the drain: the drain alone reads for 4 ms at most, which a
+    # loaded machine (the full suite beside other work) can spend before the eighth.
+    src.receive()
+    frames = src.drain()
     after = src.stats()
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     outcomes = ["accepted", "rate_limited", "queue_full", "over_budget",
                 *(f"dropped_{r}" for r in REASONS)]
     assert delta.get("datagrams", 0) == len(datagrams)
     assert delta.get("lines", 0) == sum(delta.get(k, 0) for k in outcomes)
-    assert delta.get("accepted", 0) == len(frames)
-    assert set(after) <= {*outcomes, "datagrams", "lines", "truncated"}
+    assert delta.get("accepted", 0) == len(frames) <= src.max_queue
+    assert set(after) <= {*outcomes, "datagrams", "lines", "truncated", "rate_limited_datagrams"}

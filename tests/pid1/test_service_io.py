@@ -8,8 +8,12 @@ import json
 import re
 from pathlib import Path
 
+import yaml
+
 from tests.pid1.conftest import (
+    CONFIG,
     SUMMARY_INTERVAL_S,
+    config_text,
     journal,
     main_pid,
     show,
@@ -176,3 +180,75 @@ def test_systemd_analyze_security_in_the_container_matches_the_offline_figure(
 
 def analyze_offline(service: Path) -> str:
     return analyze("security", "--offline=yes", "--no-pager", str(service)).stdout
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_blocks(section: str, kind: str) -> list[str]:
+    """The ```kind blocks of one README section, as written."""
+    text = README.read_text()
+    start = text.index(section)
+    body = text[start:text.index("\n## ", start + len(section))]
+    return re.findall(rf"```{kind}\n(.*?)```", body, re.DOTALL)
+
+
+def test_the_readme_metrics_section_serves_the_metrics(govd: Container) -> None:
+    [config] = readme_blocks("## Metrics (Prometheus)", "yaml")
+    [commands] = readme_blocks("## Metrics (Prometheus)", "sh")
+    enabled = yaml.safe_load(config)
+    govd.write(CONFIG, config_text_with(**enabled))
+    *setup, scrape = commands.strip().splitlines()
+    for line in setup:
+        govd.sh(line, timeout=120)
+    # the drop-in lets the unit open its port; the model needs a few ticks for the estimate
+    wait_for("the model predicting", lambda: predicting(govd), box=govd)
+    families = wait_for("the saving's metrics", lambda: "govd_top_clock_energy_joules_total"
+                        in (text := govd.sh(scrape, check=False)) and text, box=govd)
+    names = {line.split("{")[0].split(" ")[0] for line in str(families).splitlines()}
+    for name in ("govd_level_hertz", "govd_energy_joules_total", "govd_frames_total",
+                 "govd_top_clock_energy_joules_total", "govd_top_clock_correction",
+                 "govd_busy_ratio", "govd_left_to_own_governor"):
+        assert name in names, sorted(names)
+
+
+def config_text_with(**sections: object) -> str:
+    """The test configuration with ``sections`` merged over it."""
+    document = yaml.safe_load(config_text())
+    for key, value in sections.items():
+        document[key] = {**document.get(key, {}), **value}  # type: ignore[dict-item]
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+PLAYER_LOG = """
+import os, sys, time
+os.umask(0o007)  # the log is 0660: readable by its group (govd, from the folder) alone
+path = "/var/lib/govd/mangohud/game_2026-01-02_03-04-05.csv"
+with open(path, "w") as log:
+    log.write("fps,frametime,elapsed\\n")
+    for k in range(int(sys.argv[1])):
+        log.write(f"80.0,12.5,{k * 12_500_000}\\n")
+        log.flush()
+        time.sleep(0.0125)
+"""
+
+
+def test_the_readme_mangohud_section_follows_a_players_0660_log(govd: Container) -> None:
+    # README "Frames from games (MangoHud)": step 1 (install made the folder and the group; the
+    # player is a member), step 3 (the configuration, then a restart), step 4 (govd status).
+    [frames] = [block for block in readme_blocks("## Frames from games (MangoHud)", "yaml")
+                if "source: mangohud" in block]
+    govd.write(CONFIG, config_text_with(**yaml.safe_load(frames)))
+    govd.run("systemctl", "restart", "govd.service", timeout=120)
+    gid = govd.run("getent", "group", "govd").stdout.split(":")[2]
+    player = govd.run("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", f"--groups={gid}",
+                      "/opt/govd/bin/python", "-c", PLAYER_LOG, "400", check=False, timeout=120)
+    assert player.returncode == 0, player.stderr
+    mode = govd.sh("stat -c '%a %G' /var/lib/govd/mangohud/game_2026-01-02_03-04-05.csv")
+    assert mode.split() == ["660", "govd"]
+    report = wait_for("the log's frames in the status", lambda: (
+        status(govd).get("frame_source", {}).get("frames_by_app", {}).get("game", 0) > 100
+        and status(govd)["frame_source"]), timeout_s=30, box=govd)
+    assert not report.get("problems"), report  # type: ignore[union-attr]
+    shown = govd.run("govd", "status").stdout
+    assert "frames from MangoHud" in shown and "game " in shown

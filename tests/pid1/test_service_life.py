@@ -63,7 +63,7 @@ def test_start_reaches_active_with_the_status_line(govd: Container) -> None:
 def test_reload_applies_a_changed_configuration(govd: Container) -> None:
     pid = main_pid(govd)
     govd.write(CONFIG, config_text().replace("name: energy", "name: performance", 1))
-    govd.run("systemctl", "reload", "govd.service")
+    govd.run("systemctl", "reload", "govd.service", timeout=120)  # exits 0: applied
     wait_for("the performance policy in the status line",
              lambda: "govd-sim0: performance (" in show(govd, "StatusText"), box=govd)
     assert main_pid(govd) == pid  # reloaded in place, not restarted
@@ -75,11 +75,18 @@ def test_a_broken_configuration_on_reload_is_refused_logged_and_govd_keeps_runni
         govd: Container) -> None:
     pid = main_pid(govd)
     govd.write(CONFIG, config_text().replace("period_ms: 50", "period_ms: fast", 1))
-    govd.run("systemctl", "reload", "govd.service")
+    # ExecReload waits for govd's verdict: the refusal fails the reload (it exited 0 before)
+    done = govd.run("systemctl", "reload", "govd.service", check=False, timeout=120)
+    assert done.returncode != 0
+    assert "Job for govd.service failed" in done.stderr
     refused = wait_for("the refusal in the journal", lambda: [
         e for e in journal(govd, f"_PID={pid}", "-p", "err")
         if str(e["MESSAGE"]).startswith("reload refused, old configuration kept")], box=govd)
     assert "period_ms" in refused[0]["MESSAGE"]  # type: ignore[index]
+    # what `systemctl status govd` shows: the reload command's own line, with the reason
+    said = [str(e["MESSAGE"]) for e in journal(govd)
+            if str(e.get("MESSAGE")).startswith("govd reload: refused")]
+    assert said and "period_ms" in said[-1]
     assert show(govd, "ActiveState") == "active" and main_pid(govd) == pid
     wait_for("the energy policy still in force",
              lambda: "govd-sim0: energy (" in show(govd, "StatusText"), box=govd)

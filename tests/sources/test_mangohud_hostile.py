@@ -4,6 +4,7 @@ keeps ticking."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -12,12 +13,13 @@ from pathlib import Path
 from govd.sources.mangohud import (
     HISTORY_READ_BYTES,
     MAX_APPS_SHOWN,
-    MAX_FOLDER_ENTRIES,
     MAX_LOGS_PER_DRAIN,
     MAX_OPEN_LOGS,
     MAX_PROBLEMS,
+    MAX_TRACKED_LOGS,
     MangoHudSource,
 )
+from govd.sources.mangohud_folder import STEP_ENTRIES, FolderScan
 from govd.sources.mangohud_log import MAX_FRAME_MS, MIN_FRAME_MS
 from tests.sources.test_mangohud_source import PREAMBLE, append
 from tests.sources.test_source_plugs import PERIOD_S, runner_on
@@ -50,7 +52,8 @@ def test_row_after_a_huge_elapsed_jump_or_with_an_absurd_fps_stands_for_bounded_
     assert frames[1].count == 1.0  # a leap beyond any sample interval is a pause, not frames
     # What the daemon does with them: one tick, the frames it journals are bounded too.
     record = runner_on(tmp_path / "dev", 50).tick(0.0, PERIOD_S, frames)
-    assert record is not None and len(record.frame_times_ms) <= sum(f.count for f in frames) + 1
+    assert record is not None and record.frames <= sum(f.count for f in frames) + 1
+    assert len(record.frame_times_ms) == len(frames)  # one entry a row, whatever it stands for
 
 
 def test_frame_time_under_the_shortest_present_is_a_bad_row(tmp_path: Path) -> None:
@@ -197,21 +200,91 @@ def test_status_names_a_bounded_number_of_programs_and_forgets_removed_logs(
     assert src.report()["frames_by_app"] == {}
 
 
-def test_folder_of_too_many_files_is_listed_to_a_bound_and_said_once(
-        tmp_path: Path, caplog) -> None:
-    # A million empty files cost every listing (once a second) most of a second.
+def test_twenty_thousand_junk_entries_hide_no_live_log_and_each_drain_looks_at_a_bound(
+        tmp_path: Path, caplog, monkeypatch) -> None:
+    # The round-3 attack: 20 000 entries in the folder, and every live log went unseen while
+    # the message blamed old logs. Now the listing goes on over the drains until it is whole.
     caplog.set_level(logging.WARNING, logger="govd.sources.mangohud")
-    src = MangoHudSource(tmp_path, rescan_s=0)
-    for i in range(MAX_FOLDER_ENTRIES + 100):
+    looked: list[int] = []
+    real_step = FolderScan.step
+
+    def counted(scan: FolderScan, max_entries: int = STEP_ENTRIES) -> bool:
+        before = scan.listing.entries
+        done = real_step(scan, max_entries)
+        looked.append(scan.listing.entries - before)
+        return done
+
+    monkeypatch.setattr(FolderScan, "step", counted)
+    for i in range(20_000):
         (tmp_path / f"junk{i}").touch()
+    src = MangoHudSource(tmp_path, rescan_s=0)
+    assert src.drain() == []
     for i in range(3):
         (tmp_path / f"p{i}_2024-01-02_03-04-05.csv").write_text(PREAMBLE + HEADER)
-    src.drain()
-    src.drain()
-    assert len(src._sizes) <= 3
-    said = [r.getMessage() for r in caplog.records if "files" in r.getMessage()]
-    assert len(said) == 1 and str(MAX_FOLDER_ENTRIES) in said[0]
-    assert any(str(MAX_FOLDER_ENTRIES) in p for p in src.problems())
+    for _ in range(30):
+        src.drain()
+    assert len(src._sizes) == 3  # every live log found
+    assert max(looked) <= STEP_ENTRIES  # and no drain looked at more than its step
+    said = [r.getMessage() for r in caplog.records]
+    assert not any("old logs" in line for line in said)
+    assert any("20003 entries, 3 of them MangoHud logs" in line for line in said)
+
+
+def test_a_folder_of_more_logs_than_followed_keeps_the_newest(tmp_path: Path) -> None:
+    src = MangoHudSource(tmp_path, rescan_s=0)
+    for i in range(MAX_TRACKED_LOGS + 10):
+        path = tmp_path / f"old{i}_2024-01-02_03-04-05.csv"
+        path.touch()
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    live = tmp_path / "game_2024-01-02_03-04-05.csv"
+    live.write_text(PREAMBLE + HEADER)
+    for _ in range(10):
+        src.drain()
+    assert len(src._sizes) == MAX_TRACKED_LOGS and live in src._sizes
+    assert any(f"govd follows the {MAX_TRACKED_LOGS} written last; remove old logs" in p
+               for p in src.problems())
+
+
+def test_a_hard_link_in_the_folder_is_never_read_nor_quoted(tmp_path: Path) -> None:
+    folder = tmp_path / "mangohud"
+    folder.mkdir()
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$secret-hash:19000:0:99999:7:::\n")
+    secret.chmod(0o600)
+    src = MangoHudSource(folder, rescan_s=0)
+    assert src.drain() == []
+    os.link(secret, folder / "x_2024-01-02_03-04-05.csv")  # protected_hardlinks = 0
+    for _ in range(3):
+        src.drain()
+    report = json.dumps(src.report())
+    assert "secret-hash" not in report and "root:" not in report
+    assert "a hard link" in report
+
+
+def test_a_log_truncated_by_a_few_bytes_is_not_counted_again(tmp_path: Path) -> None:
+    src, path = following(tmp_path)
+    append(path, "60,16.6,16600000\n60,16.6,33200000\n")
+    assert len(src.drain()) == 2
+    with open(path, "r+b") as f:  # a few bytes cut off its end
+        f.truncate(path.stat().st_size - 3)
+    append(path, "6\n")
+    assert src.drain() == []  # what it holds was delivered once already
+    append(path, "60,8.0,49800000\n")
+    assert [f.gpu_time_ms for f in src.drain()] == [8.0]
+    assert src.stats()["truncated"] == 1
+
+
+def test_a_log_replaced_by_a_copy_is_not_counted_again(tmp_path: Path) -> None:
+    src, path = following(tmp_path)
+    append(path, "60,16.6,16600000\n60,16.6,33200000\n")
+    assert len(src.drain()) == 2
+    copy = tmp_path / "copy"
+    copy.write_bytes(path.read_bytes())
+    copy.rename(path)  # a new inode under the log's name, the same rows
+    assert src.drain() == []
+    append(path, "60,8.0,49800000\n")
+    assert [f.gpu_time_ms for f in src.drain()] == [8.0]
+    assert src.stats()["reopened"] == 1
 
 
 def test_status_names_a_bounded_number_of_sampled_logs(tmp_path: Path) -> None:

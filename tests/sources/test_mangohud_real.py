@@ -247,7 +247,7 @@ def test_unreadable_folder_is_reported(tmp_path: Path, monkeypatch: pytest.Monke
     def scandir(path: os.PathLike[str]) -> None:  # what ProtectHome= does to $HOME
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr("govd.sources.mangohud.os.scandir", scandir)
+    monkeypatch.setattr("govd.sources.mangohud_folder.os.scandir", scandir)
     src = MangoHudSource(folder, rescan_s=0)
     assert src.drain() == []
     assert "permission denied" in src.problems()[0]

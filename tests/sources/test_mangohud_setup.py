@@ -3,6 +3,7 @@ README's MangoHud.conf and govd lines, which must say what the source needs."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import stat
@@ -78,3 +79,38 @@ def test_readme_govd_lines_are_a_valid_configuration() -> None:
     config = Config.model_validate(yaml.safe_load(block))
     assert config.frames.source == "mangohud"
     assert config.frames.mangohud.dir == "/var/lib/govd/mangohud"
+
+
+def test_a_log_govd_may_not_read_says_its_mode_and_the_fix(tmp_path: Path) -> None:
+    from govd.sources.mangohud_log import unreadable_why
+
+    log = tmp_path / "game_2026-01-01_00-00-00.csv"
+    log.write_text("fps,frametime,elapsed\n")
+    log.chmod(0o600)
+    os.chown(log, 1000, 1000)
+    why = unreadable_why(log, PermissionError(13, "Permission denied"))
+    assert why.startswith("Permission denied (mode 0600, owner uid 1000, group gid 1000): ")
+    assert "readable by that group" in why and "umask 022 or 002" in why
+    assert unreadable_why(log, FileNotFoundError(2, "No such file")) == "No such file"
+
+
+def test_the_service_reads_logs_as_a_member_of_the_group_govd() -> None:
+    unit = (Path(__file__).resolve().parents[2] / "systemd" / "govd.service").read_text()
+    assert "\nSupplementaryGroups=govd\n" in unit
+
+
+def test_a_group_readable_log_govd_may_not_read_says_the_unit_lacks_the_group(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import grp as grp_module
+
+    from govd.sources import mangohud_log
+
+    log = tmp_path / "game_2026-01-01_00-00-00.csv"
+    log.write_text("fps,frametime,elapsed\n")
+    log.chmod(0o660)
+    os.chown(log, 65534, 4242)
+    monkeypatch.setattr(mangohud_log.grp, "getgrgid",
+                        lambda gid: grp_module.struct_group(("govd", "x", gid, [])))
+    why = mangohud_log.unreadable_why(log, PermissionError(13, "Permission denied"))
+    assert why.endswith("govd is not in the group govd, which may read it: the unit lacks "
+                        "SupplementaryGroups=govd (one older than this govd: make install)")

@@ -74,6 +74,40 @@ def test_app_defaults_to_process_name_from_proc(sock_dir: Path) -> None:
     src.close()
 
 
+def test_a_training_step_of_ten_minutes_is_a_frame(sock_dir: Path) -> None:
+    src = make(sock_dir)
+    send(sock_dir / "frames.sock", b"F 600000000 app=train\nF 10000001\n")
+    assert [f.gpu_time_ms for f in src.drain()] == [600_000.0, 10_000.001]
+    assert "dropped_too_large" not in src.stats()
+    src.close()
+
+
+def test_frames_for_a_device_govd_does_not_govern_are_counted_said_once_and_reported(
+        sock_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("WARNING", logger="govd.sources.socket")
+    src = make(sock_dir)
+    src.set_devices(["card0"])
+    for _ in range(3):
+        send(sock_dir / "frames.sock", b"F 1000 device=card0\nF 1000 device=nvidia0\n")
+    assert [f.device for f in src.drain()] == ["card0"] * 3
+    assert src.stats()["dropped_unknown_device"] == 3
+    said = [r.getMessage() for r in caplog.records if "nvidia0" in r.getMessage()]
+    assert len(said) == 1 and "which govd does not govern (it governs card0;" in said[0]
+    assert src.report()["unknown_devices"] == {"nvidia0": 3}
+    src.close()
+
+
+def test_unknown_device_names_kept_for_the_report_are_bounded(sock_dir: Path) -> None:
+    src = make(sock_dir)
+    src.set_devices(["card0"])
+    for k in range(100):
+        send(sock_dir / "frames.sock", f"F 1000 device=gpu{k}\n".encode())
+        src.drain()
+    assert src.stats()["dropped_unknown_device"] == 100
+    assert len(src.report()["unknown_devices"]) == 16
+    src.close()
+
+
 @pytest.mark.parametrize(
     ("line", "reason"),
     [
@@ -86,7 +120,7 @@ def test_app_defaults_to_process_name_from_proc(sock_dir: Path) -> None:
         (b"F -inf", "not_finite"),
         (b"F -5", "non_positive"),
         (b"F 0", "non_positive"),
-        (b"F 10000001", "too_large"),
+        (b"F 3600000001", "too_large"),
         (b"F 1e999", "too_large"),
         (b"F 1000 junk", "malformed_key"),
         (b"F 1000 target_fps=nan", "bad_target_fps"),

@@ -2,10 +2,10 @@
 
 Each kernel module decorates its kernels with this `njit` instead of numba's. At import it gives
 
-- the kernel compiled ahead of time, when `govd.model.build_kernels` exported it into the
-  extension built from these very sources (``_aot_<digest>`` beside this file, the digest being
-  `source_digest`'s): a plain C function, and numba and llvmlite are never imported (they cost the
-  daemon ~40 MB of anonymous memory and ~0.3 s of start-up, issue #14);
+- the kernel compiled ahead of time, when `govd.kernels.build` exported it into the
+  extension built from these very sources (``_aot_<digest>`` in govd/model beside them, the
+  digest being `source_digest`'s): a plain C function, and numba and llvmlite are never
+  imported (they cost the daemon ~40 MB of anonymous memory and ~0.3 s of start-up, issue #14);
 - otherwise numba's ``njit`` with the same options (cache=True...), as before.
 
 A kernel not in the extension (one the daemon does not call per tick: the evaluator's, the CSV
@@ -41,21 +41,27 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 MODE_ENV = "GOVD_KERNELS"
 MODES = ("auto", "aot", "jit")
-FOLDER = Path(__file__).resolve().parent
-"""Where the kernel sources and the extension live (the installed package's govd/model)."""
+FOLDER = Path(__file__).resolve().parent.parent / "model"
+"""Where the kernel sources the daemon calls per tick and their extension live (the installed
+package's govd/model)."""
+BUILD_FOLDER = Path(__file__).resolve().parent
+"""This package: the loader, the build and the drive that finds the kernels' signatures."""
 PREFIX = "_aot_"
 
 _log = logging.getLogger(__name__)
 
 
 def source_digest(folder: Path = FOLDER) -> str:
-    """Digest of what the compiled kernels depend on: every ``*.py`` of ``folder`` (name and
-    bytes, in name order) and the NumPy version (the extension is built against its C API).
-    16 hex digits. Reading and hashing the files takes well under a millisecond."""
+    """Digest of what the compiled kernels depend on: every ``*.py`` under ``folder`` (its
+    subfolders included), every ``*.py`` of this package (the build and what it drives decide
+    which kernels are exported, with which signatures), each by relative path and bytes in path
+    order, and the NumPy version (the extension is built against its C API). 16 hex digits.
+    Reading and hashing the files takes well under a millisecond."""
     h = hashlib.sha256(np.__version__.encode())
-    for path in sorted(folder.glob("*.py")):
-        h.update(path.name.encode() + b"\0")
-        h.update(path.read_bytes())
+    for root, paths in ((folder, folder.rglob("*.py")), (BUILD_FOLDER, BUILD_FOLDER.glob("*.py"))):
+        for path in sorted(paths):
+            h.update(path.relative_to(root).as_posix().encode() + b"\0")
+            h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -163,8 +169,8 @@ def load_extension(folder: Path = FOLDER) -> tuple[Extension | None, str, bool]:
         others = sorted(p.name for p in folder.glob(PREFIX + "*" + suffix))
         if others:
             return None, (f"the compiled kernels {others[0]} are stale (built from other "
-                          "sources); python -m govd.model.build_kernels rebuilds them"), True
-        return None, "no compiled kernels (python -m govd.model.build_kernels builds them)", False
+                          "sources); python -m govd.kernels.build rebuilds them"), True
+        return None, "no compiled kernels (python -m govd.kernels.build builds them)", False
     try:
         arrays = _read_table(folder / (name + ".json"), path)
         spec = importlib.util.spec_from_file_location(f"govd.model.{name}", path)

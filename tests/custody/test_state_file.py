@@ -13,16 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from govd.daemon.state import (
+from govd.custody.custody import restore_custody
+from govd.custody.state_file import (
     SavedState,
     StateFileError,
     load_state,
     owner_alive,
-    restore_from_file,
     save_state,
 )
 from govd.device.devfreq import DevfreqDevice
 from tests.sysfs_fixtures import adreno_msm, mali_panfrost
+
+
+def _restored(path: Path) -> tuple[int, list[str]]:
+    """What `govd restore` does with the state file ``path``: (devices in stale files, failures)."""
+    done = restore_custody(path)
+    return done.devices, done.failures
 
 
 def dead_pid() -> int:
@@ -53,7 +59,7 @@ def test_rewrite_replaces_the_whole_file(tmp_path):
 
 def test_missing_file_is_nothing_to_restore(tmp_path):
     assert load_state(tmp_path / "absent.json") is None
-    assert restore_from_file(tmp_path / "absent.json") == (0, [])
+    assert _restored(tmp_path / "absent.json") == (0, [])
 
 
 @pytest.mark.parametrize("text", ["{", "[]", '{"version": 9, "pid": 1, "devices": []}',
@@ -76,7 +82,7 @@ def test_restore_from_a_crashed_run_puts_every_device_back_and_removes_the_file(
     for device in devices:
         device.set_level(300)  # then the daemon crashed
     assert (mali_path / "governor").read_text().strip() == "userspace"
-    assert restore_from_file(path) == (2, [])
+    assert _restored(path) == (2, [])
     for device_path in (mali_path, adreno_path):
         assert (device_path / "governor").read_text().strip() == "simple_ondemand"
     assert not path.exists()
@@ -87,7 +93,7 @@ def test_failed_restore_keeps_the_file_for_another_try(tmp_path):
     saved = {"backend": "devfreq", "name": "gone", "path": "class/devfreq/gone",
              "state": {"governor": "simple_ondemand", "min_freq_hz": 1, "max_freq_hz": 2}}
     save_state(path, SavedState([saved], str(tmp_path), pid=dead_pid()))
-    count, failures = restore_from_file(path)
+    count, failures = _restored(path)
     assert count == 1 and len(failures) == 1 and failures[0].startswith("gone:")
     assert path.exists()
 
@@ -105,7 +111,7 @@ def test_file_of_a_running_daemon_is_not_stale(tmp_path):
         path = tmp_path / "state.json"
         save_state(path, SavedState([], pid=live.pid))
         with pytest.raises(StateFileError, match="is running"):
-            restore_from_file(path)
+            _restored(path)
     finally:
         live.kill()
         live.wait()
@@ -173,7 +179,7 @@ def test_restore_never_writes_outside_a_found_device(tmp_path, how):
                   state={"governor": "performance", "min_freq_hz": 1, "max_freq_hz": 2})
     path = tmp_path / "state.json"
     save_state(path, SavedState([saved], str(tmp_path / "sys"), pid=dead_pid()))
-    count, failures = restore_from_file(path)
+    count, failures = _restored(path)
     assert count == 1 and len(failures) == 1
     assert re.match(r"fake.gpu: path .* (must be relative|is not a devfreq device found)",
                     failures[0])

@@ -1,7 +1,7 @@
 """Which counters the scaling form (`govd.model.scaling`) conditions its curves on, chosen from
 sweep tables (every unit measured at every level).
 
-The seed's prefilter (`govd.model.selection`) drops a counter whose Pearson r with the clock
+The seed's prefilter (`govd.research.selection`) drops a counter whose Pearson r with the clock
 over *all* rows reaches 0.1. Across different work that test mostly measures how the counter
 varies from kernel to kernel, and it dropped DRAM activity (r = 0.17-0.39 on the V100 kernels),
 the very signal that tells memory-bound from compute-bound work, while it kept 45 nvprof

@@ -1,6 +1,6 @@
 """Governors in each model configuration the daemon can run, driven by synthetic ticks.
 
-`govd.model.build_kernels` drives them to find which kernels the daemon calls per tick and
+`govd.kernels.build` drives them to find which kernels the daemon calls per tick and
 with which argument types; `tests/test_kernels_aot.py` to compare the compiled-ahead kernels
 with numba's JIT to the bit. The ticks are closed-loop (each tick runs at the level the last
 decision chose, as in the daemon) so that the policy walks the level table and the model's

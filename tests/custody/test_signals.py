@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from govd.daemon.signals import SignalFlags
+from govd.custody.signals import SignalFlags
 
 
 def test_wait_ends_when_the_watched_fd_is_readable_and_says_so() -> None:

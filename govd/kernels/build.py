@@ -1,11 +1,11 @@
 """Compile the kernels the daemon calls per tick ahead of time (``numba.pycc``), so that
-``govd run`` imports neither numba nor llvmlite (`govd.model.kernels`).
+``govd run`` imports neither numba nor llvmlite (`govd.kernels.loader`).
 
-    python -m govd.model.build_kernels
+    python -m govd.kernels.build
 
 The kernels and their signatures are not listed by hand (a table would drift when a kernel
 changes): a Governor is driven through every configuration the daemon can run
-(`govd.model.kernel_drive.CONFIGURATIONS`) under numba's JIT, then driven again with each
+(`govd.kernels.drive.CONFIGURATIONS`) under numba's JIT, then driven again with each
 kernel in the modules' namespaces replaced by a recorder. What the second pass records is what
 Python calls, with the argument types of those calls (nopython callers reach their callees
 without the namespaces, compiled in the first pass). Each such kernel must have one signature
@@ -13,7 +13,7 @@ without the namespaces, compiled in the first pass). Each such kernel must have 
 JIT compiled it so); otherwise the build fails and says which.
 
 Writes ``_aot_<digest>`` + the platform's extension suffix and ``_aot_<digest>.json`` (the
-array arguments `govd.model.kernels.guarded` checks) beside the kernel sources, then removes
+array arguments `govd.kernels.loader.guarded` checks) beside the kernel sources, then removes
 the extensions of other digests. Exit status 1 with one line on stderr when it fails; govd
 then keeps using numba's JIT.
 """
@@ -38,18 +38,18 @@ class BuildError(Exception):
 
 
 def _kernels_module() -> Any:
-    """`govd.model.kernels`, imported under numba's JIT when it was not imported yet."""
-    if "govd.model.kernels" not in sys.modules:
+    """`govd.kernels.loader`, imported under numba's JIT when it was not imported yet."""
+    if "govd.kernels.loader" not in sys.modules:
         before = os.environ.get(MODE_ENV)
         os.environ[MODE_ENV] = "jit"
         try:
-            from govd.model import kernels
+            from govd.kernels import loader as kernels
         finally:  # not for the processes this one starts
             if before is None:
                 del os.environ[MODE_ENV]
             else:
                 os.environ[MODE_ENV] = before
-    from govd.model import kernels
+    from govd.kernels import loader as kernels
 
     if not kernels.numba_in_use() or any(kernels.ahead_of_time(k.given)
                                          for k in kernels._kernels.values()):
@@ -59,14 +59,14 @@ def _kernels_module() -> Any:
 
 
 def _drive_all(ticks: int) -> None:
-    from govd.model.kernel_drive import CONFIGURATIONS, drive
+    from govd.kernels.drive import CONFIGURATIONS, drive
 
     for config in CONFIGURATIONS:
         drive(config, ticks, reset_at=ticks // 2)
 
 
 def entry_calls(ticks: int = 40) -> dict[Any, set[tuple[Any, ...]]]:
-    """Per kernel record (`govd.model.kernels._Kernel`) the daemon calls from Python, the
+    """Per kernel record (`govd.kernels.loader._Kernel`) the daemon calls from Python, the
     numba types of the argument tuples it was called with."""
     kernels = _kernels_module()
     _drive_all(ticks)  # compiles (or loads from numba's cache) everything reachable
@@ -141,7 +141,7 @@ def signature(kernel: Any, arg_types: set[tuple[Any, ...]]) -> Any:
 def _array_specs(sig: Any) -> list[dict[str, Any] | None]:
     from numba import types
 
-    from govd.model.kernels import ArraySpec
+    from govd.kernels.loader import ArraySpec
 
     return [ArraySpec(str(a.dtype), a.ndim, a.layout == "C", a.mutable).to_json()
             if isinstance(a, types.Array) else None for a in sig.args]
@@ -190,10 +190,10 @@ def build(ticks: int = 40) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m govd.model.build_kernels``: build, print what was built; 1 on failure."""
+    """``python -m govd.kernels.build``: build, print what was built; 1 on failure."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m govd.model.build_kernels",
+    parser = argparse.ArgumentParser(prog="python -m govd.kernels.build",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--ticks", type=int, default=40,
                         help="ticks per configuration while finding the kernels (default 40)")
@@ -202,15 +202,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = build(args.ticks)
     except BuildError as exc:
-        print(f"govd build_kernels: {exc}", file=sys.stderr)
+        print(f"govd kernels build: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # a compiler or linker failure: govd keeps numba's JIT
-        print(f"govd build_kernels: compiling failed: {type(exc).__name__}: {exc}",
+        print(f"govd kernels build: compiling failed: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         return 1
     table = json.loads(path.with_name(path.name.split(".")[0] + ".json").read_text())
     exported = table["kernels"]
-    print(f"govd build_kernels: {path} ({', '.join(sorted(exported))}) in "
+    print(f"govd kernels build: {path} ({', '.join(sorted(exported))}) in "
           f"{time.perf_counter() - start:.0f} s")
     return 0
 

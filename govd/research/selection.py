@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from govd.model.arrays import FloatArray
-from govd.model.regression_data import RegressionData
+from govd.research.regression_data import RegressionData
 
 FREQUENCY_CORRELATION_LIMIT = 0.1
 """Seed 000 §V-B: counters whose |Pearson r| with frequency reaches 0.1 are dropped."""

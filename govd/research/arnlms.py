@@ -20,15 +20,19 @@ against.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
+from govd.kernels.loader import njit
 from govd.model import tick as k
 from govd.model.arrays import FloatArray
-from govd.model.kernels import njit
+from govd.model.base import Predictions
 from govd.model.online import OnlineModel
 from govd.model.predict import predict_energy
 from govd.model.rls import ordered_sum
+from govd.model.settings import ModelSettings
+from govd.model.spread import note_error_ref, time_noise
 
 AR_ORDER = 10
 """The seed's (and its ref. [6]'s) model order."""
@@ -80,11 +84,18 @@ def arnlms_update_ref(w: FloatArray, history: FloatArray, t_ms: float, step: flo
 
 class ArNlmsModel:
     """AR-NLMS frame time beside the online power model of an `OnlineModel`: a drop-in for the
-    governor's model in offline evaluation (``govd eval --algo arnlms``).
+    governor's model in offline evaluation (``govd eval --algo arnlms``), a
+    `govd.model.base.Model` that is not registered as a form (the daemon never runs it).
 
     Frame time is the AR prediction at every level (no frequency model, see the module
     docstring); power and energy per level come from ``power_model`` (whose own frame-time
-    coefficients are ignored), energy by the same rule as the online model's."""
+    coefficients are ignored), energy by the same rule as the online model's. Knowing nothing
+    of how time scales, its spread at each level is the whole physical span of the ratio
+    (|log(f/f')|: anywhere between no scaling and 1/f), its per-unit noise the RMS a-priori
+    log error over sqrt(2) (as the seed form's, `govd.model.spread`)."""
+
+    form: ClassVar[str] = "arnlms"
+    mem_levels_mhz = None
 
     def __init__(self, power_model: OnlineModel, order: int = AR_ORDER,
                  step: float = NLMS_STEP) -> None:
@@ -99,13 +110,16 @@ class ArNlmsModel:
         self.w = np.zeros(order)
         self.history = np.zeros(order)
         n_levels = self.levels_mhz.size
-        self._out = np.full((3, n_levels), math.nan)
+        self._out = np.full((5, n_levels), math.nan)
         self.time_ms: FloatArray = self._out[0]
         """Predicted frame time for the next tick, the same at every level. Units: ms."""
         self.power_w: FloatArray = self._out[1]
         """Predicted busy power at each level (from the power model). Units: W."""
         self.energy_mj: FloatArray = self._out[2]
         """Predicted energy per frame at each level. Units: mJ."""
+        self.time_sd_now: FloatArray = self._out[3]
+        self.time_sd_top: FloatArray = self._out[4]
+        self._err = np.zeros(3)
         self.fitted_time_ms = math.nan
         """A-priori prediction of the last frame time, before learning from it. Units: ms."""
         self.samples = 0
@@ -116,6 +130,7 @@ class ArNlmsModel:
         self.w[:] = 0.0
         self.history[:] = 0.0
         self._out[:] = math.nan
+        self._err[:] = 0.0
         self.fitted_time_ms = math.nan
         self.samples = 0
 
@@ -134,9 +149,20 @@ class ArNlmsModel:
         """Idle power used in the energy predictions. Units: W."""
         return self.power_model.idle_power_w
 
+    @property
+    def settings(self) -> ModelSettings:
+        """The power model's settings."""
+        return self.power_model.settings
+
+    @property
+    def P(self) -> FloatArray:
+        """The power model's frame-time covariance (what the stress detector checks)."""
+        return self.power_model.P
+
     def update(self, frame_time_ms: float, freq_mhz: float, counters: FloatArray,
                power_w: float = math.nan, busy: float = math.nan,
-               mem_activity: float = math.nan, deadline_ms: float = math.nan) -> int:
+               mem_activity: float = math.nan, deadline_ms: float = math.nan,
+               mem_freq_mhz: float = math.nan) -> int:
         """Learn from one tick (arguments as `OnlineModel.update`); returns its flags."""
         flags = self.power_model.update(frame_time_ms, freq_mhz, counters, power_w, busy,
                                         mem_activity, deadline_ms)
@@ -144,13 +170,28 @@ class ArNlmsModel:
             return flags
         fit = arnlms_update(self.w, self.history, frame_time_ms, self.step, NLMS_EPS)
         self.fitted_time_ms = fit if self.ready else math.nan
+        if self.ready:
+            note_error_ref(self._err, frame_time_ms, fit)
         self.samples += 1
         self.time_ms[:] = max(ar_predict(self.w, self.history), 0.0)
+        levels = self.levels_mhz
+        self.time_sd_now[:] = np.abs(np.log(freq_mhz / levels))
+        self.time_sd_top[:] = np.abs(np.log(levels[-1] / levels))
         pm = self.power_model
         mem = mem_activity if math.isfinite(mem_activity) and 0 <= mem_activity <= 1 else 0.0
         predict_energy(pm.pw[k.C], pm.lv[k.G], mem, self.time_ms, deadline_ms,
                        pm.cfg[k.IDLE_W], self.power_w, self.energy_mj)
         return flags
+
+    def predictions(self) -> Predictions:
+        """The record of the last `update` (`govd.model.base.Predictions`)."""
+        return Predictions(
+            time_ms=self.time_ms, power_w=self.power_w, energy_mj=self.energy_mj,
+            time_sd_now=self.time_sd_now, time_sd_top=self.time_sd_top,
+            time_noise=time_noise(self._err, self.settings.noise_prior), roughness=0.0,
+            ready=self.ready, work_ticks=max(self.power_model.stats_dict()["ticks"] - 1, 0),
+            sensitivity_ms_per_mhz=math.nan, fitted_time_ms=self.fitted_time_ms,
+        )
 
     def stats_dict(self) -> dict[str, int]:
         """The power model's counters, with ``updates`` the AR samples learned from."""

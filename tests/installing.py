@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +41,7 @@ def make(target: str, destdir: Path, *extra: str) -> subprocess.CompletedProcess
 
 
 EDITED_CONFIG = "# edited by the administrator\n"
-"""What /etc/govd/govd.yaml holds in a stage before `stage_install` runs `make install`."""
+"""What /etc/govd/govd.yaml holds in the stage before `make install` runs over it."""
 
 
 @dataclass(frozen=True)
@@ -55,10 +58,69 @@ class StagedInstall:
         return to
 
 
-def stage_install(folder: Path) -> StagedInstall:
-    """Write `EDITED_CONFIG` as folder/etc/govd/govd.yaml, then `make install DESTDIR=folder`
-    (about 100 s of CPU, most of it compiling the kernels)."""
-    conf = folder / "etc/govd/govd.yaml"
-    conf.parent.mkdir(parents=True)
-    conf.write_text(EDITED_CONFIG)
-    return StagedInstall(folder, make("install", folder))
+class SharedStage:
+    """One staged install for every pytest-xdist worker of a run, built in the background.
+
+    ``base`` is a folder all the workers share (the parent of their base temporary folders).
+    The first process to call `start` takes an exclusive lock on base/stage.lock and, in a
+    thread, runs `make install DESTDIR=base/stage` (about 100 s of CPU, most of it compiling
+    the kernels) while its tests go on; it writes the outcome to base/stage.json and drops the
+    lock. `result` waits for that lock (in any process) and reads the outcome. So the install
+    is staged once per run, and its cost overlaps the tests that do not need it."""
+
+    def __init__(self, base: Path) -> None:
+        self.folder = base / "stage"
+        self.outcome = base / "stage.json"
+        self.lock_path = base / "stage.lock"
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start staging unless another process is staging or has staged already."""
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another worker stages it now
+            os.close(fd)
+            return
+        if self.outcome.exists():  # staged before this worker came
+            os.close(fd)
+            return
+        self._thread = threading.Thread(target=self._stage, args=(fd,), name="stage-install")
+        self._thread.start()
+
+    def _stage(self, fd: int) -> None:
+        try:
+            conf = self.folder / "etc/govd/govd.yaml"
+            conf.parent.mkdir(parents=True, exist_ok=True)
+            conf.write_text(EDITED_CONFIG)
+            try:
+                done = make("install", self.folder)
+            except subprocess.TimeoutExpired as exc:
+                done = subprocess.CompletedProcess(exc.cmd, -1, str(exc.stdout or ""),
+                                                   f"make install timed out: {exc}")
+            except Exception as exc:  # the waiting tests say why; never leave them hanging
+                done = subprocess.CompletedProcess(["make", "install"], -1, "", repr(exc))
+            self.outcome.write_text(json.dumps(
+                {"args": done.args, "returncode": done.returncode, "stdout": done.stdout,
+                 "stderr": done.stderr}))
+        finally:
+            os.close(fd)  # drops the lock: the waiting workers read the outcome
+
+    def result(self) -> StagedInstall:
+        """The staged install, staging it here first when no process has (or one that did
+        died before it finished)."""
+        for _ in range(2):
+            if self._thread is None and not self.outcome.exists():
+                self.start()
+            if self._thread is not None:
+                self._thread.join()
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)  # waits while another worker stages
+            finally:
+                os.close(fd)
+            if self.outcome.exists():
+                break
+        done = json.loads(self.outcome.read_text())
+        return StagedInstall(self.folder, subprocess.CompletedProcess(
+            done["args"], done["returncode"], done["stdout"], done["stderr"]))

@@ -113,7 +113,7 @@ def fuzz_mangohud_rows(count: int, rng: random.Random, folder: Path) -> dict[str
                     frames = src.drain()
                     counts = _frame_counts(frames)
                     tick = TickRecord("card0", 500.0, [f.gpu_time_ms for f in frames], None,
-                                      None, None, "energy", False, None, counts)
+                                      None, None, "energy", False, None, frame_counts=counts)
                     metrics.record_tick(tick)
                     summary.record_tick(clock[0], tick)
                     _, peak = tracemalloc.get_traced_memory()

@@ -86,6 +86,9 @@ class Custody:
         self._held: dict[str, tuple[Device, dict[str, Any]]] = {}
         self.wrote = False
         """Whether this process wrote its state file (then `end` owns it)."""
+        self.caveats: list[str] = []
+        """What the last `end` put back only as far as the drivers show it (one line per device,
+        `Device.unrestorable`): said beside "restored", never as "every device restored"."""
         self._reserve: list[int] = []
 
     # -- taking --------------------------------------------------------------------------------
@@ -247,9 +250,11 @@ class Custody:
         """Put every held device back (except those named in ``leave``: another tool set them
         and keeps them), read each back, then remove the state file, or keep in it those that
         did not go back, then let every device go. Returns one line per
-        device not put back; every device is tried whatever the others do."""
+        device not put back; every device is tried whatever the others do. What went back only
+        as far as its driver shows is in `caveats`."""
         self._free_reserve()
         leave = set(leave)
+        self.caveats = []
         failures = []
         kept = []
         for name, (device, entry) in self._held.items():
@@ -257,6 +262,9 @@ class Custody:
                 continue
             try:
                 device.restore()  # reads the state back: raises when it did not hold
+                caveat = device.unrestorable()
+                if caveat:
+                    self.caveats.append(caveat)
             except Exception as exc:  # even a bug must not skip the next device
                 what = str(exc) if isinstance(exc, DeviceError | OSError) else \
                     f"{type(exc).__name__}: {exc}"

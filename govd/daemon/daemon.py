@@ -46,7 +46,7 @@ from govd.sources.base import Frame, FrameSource
 from govd.sources.busy import BusySource
 from govd.sources.fdinfo import meter_for
 from govd.sources.mangohud import MangoHudSource
-from govd.sources.socket import SocketSetupError, SocketSource
+from govd.sources.socket import DRAIN_BUDGET_S, SocketSetupError, SocketSource
 from govd.telemetry.log import EpisodeLimiter, log_fields, setup_logging
 from govd.telemetry.metrics import (
     Metrics,
@@ -353,6 +353,7 @@ class Daemon:
                 "group": s.group, "allow_uids": s.allow_uids, "allow_gids": s.allow_gids,
                 "rate_fps": s.rate_fps, "burst": s.burst, "max_queue": s.max_queue,
                 "clock": self._now_s(),
+                "drain_budget_s": None if self.clock.paces_the_work else DRAIN_BUDGET_S,
             }
             try:
                 activated = SocketSource.from_systemd(**options)
@@ -667,6 +668,8 @@ class Daemon:
         if left:
             log.info("restored %s; left to the tool that took it: %s",
                      ", ".join(restored) or "none", ", ".join(left))
+        elif self.custody.caveats:
+            log.warning("restored as far as the drivers show: %s", "; ".join(self.custody.caveats))
         elif self.runners:
             log.info("every device restored")
         if self.options.status_file is not None and self.custody.wrote:

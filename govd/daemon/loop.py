@@ -27,6 +27,11 @@ class Clock:
     """Monotonic time, optionally running ``speed`` times faster than the wall clock (the
     simulated GPU's accelerated time). Units: s."""
 
+    paces_the_work = False
+    """Whether the work governed waits for the loop (the simulated GPU in lockstep), so that a
+    tick's wall-clock budgets, which keep a real tick short, only make the run depend on the
+    machine's load."""
+
     def __init__(self, speed: float = 1.0) -> None:
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"clock speed must be a positive number, got {speed!r}")

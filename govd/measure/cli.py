@@ -194,15 +194,17 @@ def _sweep_in_custody(device: Device, work: Work, plan: SweepPlan, custody: Cust
             _say(f"could not restore {line}")
         _say(f"{custody.state_file} kept for `govd restore`")
         return 1
+    restored = ("restored as far as its driver shows: " + "; ".join(custody.caveats)
+                if custody.caveats else "restored as found")
     if table is None:
-        _say(f"{problem}; {device.name} restored as found")
+        _say(f"{problem}; {device.name} {restored}")
         return status
     try:
         write_sweep(args.output, table)
     except OSError as exc:
         raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     _say(f"{args.output}: {table.units} units x {table.levels_mhz.size} levels of "
-         f"{device.name}; restored as found")
+         f"{device.name}; {restored}")
     from govd.formats.sweep_checks import implausible
 
     for problem in implausible(dataclasses.replace(table, path=str(args.output))):

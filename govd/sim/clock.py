@@ -103,6 +103,8 @@ class SimClock(Clock):
     """Loop time read from a simulator's ``sim_clock`` (s); ``speed`` is the nominal pace,
     used only to size the waits."""
 
+    paces_the_work = True  # a lockstep simulator runs no further than the daemon's deadline
+
     def __init__(self, root: Path, speed: float) -> None:
         super().__init__(speed)
         fd = os.open(Path(root) / CLOCK_NAME, os.O_RDWR | os.O_CLOEXEC)

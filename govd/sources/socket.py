@@ -123,8 +123,14 @@ class SocketSource(FrameSource):
         proc_root: str | Path = "/proc",
         clock: Callable[[], float] = time.monotonic,
         sock: socket.socket | None = None,
+        drain_budget_s: float | None = DRAIN_BUDGET_S,
     ) -> None:
         self.path = Path(path)
+        self.drain_budget_s = drain_budget_s
+        """The most `drain` spends reading the kernel's queue (s of wall time); None: only the
+        tick's count and byte budgets bound it (the simulated GPU in lockstep, which waits for
+        the tick: a frame left to the next tick by a preempted drain would make the run
+        depend on the machine's load)."""
         self.allow_uids = frozenset(allow_uids)
         self.allow_gids = frozenset(allow_gids)
         self.max_queue = max_queue
@@ -262,9 +268,10 @@ class SocketSource(FrameSource):
 
     def drain(self) -> list[Frame]:
         """Every frame received since the last call (at most ``max_queue``), oldest first; reads
-        what waits in the kernel for at most `DRAIN_BUDGET_S` first. Starts the next tick's
+        what waits in the kernel for at most ``drain_budget_s`` first. Starts the next tick's
         budgets."""
-        self.receive(until_s=time.monotonic() + DRAIN_BUDGET_S)
+        budget_s = self.drain_budget_s
+        self.receive(until_s=None if budget_s is None else time.monotonic() + budget_s)
         frames, self._queue = self._queue, []
         self._senders.forget_idle(self._clock())
         self._refill_budgets()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 
 # Not frozen: a frozen dataclass's __init__ sets each field through a Python-level
@@ -40,6 +40,7 @@ class TickRecord:
     policy: str
     switched: bool
     chosen_mhz: float | None = None
+    _: KW_ONLY  # what follows is named at every call: a count list cannot land in a joule field
     top_energy_j: float | None = None
     top_correction: float = 1.0
     late_frames: float = 0.0

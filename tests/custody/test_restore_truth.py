@@ -74,3 +74,33 @@ def test_the_daemon_says_every_device_restored_only_when_it_is_true(
     assert any("could not restore fde60000.gpu" in line and "undefined" in line
                for line in said)
     assert (short_dir / "state.json").exists()  # kept for `govd restore`
+
+
+def test_a_mask_put_back_only_as_the_level_running_is_said_as_such_at_the_end(
+        tmp_path: Path) -> None:
+    """The amdgpu half: a ``manual`` mask another tool forced (``2 3 4``) reads back as the
+    level running only, so the custody's end lists what went back only that far, and the
+    daemon and `govd measure` say that instead of "every device restored"."""
+    from govd.custody.custody import Custody
+    from govd.device.amdgpu import AmdgpuDevice
+    from tests.amdgpu_cards import hand_written
+
+    root = tmp_path / "sys"
+    path, kernel, model = hand_written(root, "polaris", perf="manual")
+    kernel.write_text(path / "device/pp_dpm_sclk", "2 3 4")  # another tool, before govd
+    model.found_now()
+    device = AmdgpuDevice(path, root, kernel)
+    custody = Custody(tmp_path / "state.json", root)
+    custody.take(device)
+    device.set_level(300)
+    assert custody.end() == []
+    [caveat] = custody.caveats
+    assert caveat.startswith(f"{device.name}: ") and "level 2" in caveat
+    # a device found as the driver can show it leaves nothing to say
+    clean = tmp_path / "clean"
+    path, kernel, model = hand_written(clean / "sys", "polaris")
+    device = AmdgpuDevice(path, clean / "sys", kernel)
+    custody = Custody(clean / "state.json", clean / "sys")
+    custody.take(device)
+    device.set_level(300)
+    assert custody.end() == [] and custody.caveats == []

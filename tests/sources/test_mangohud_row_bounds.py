@@ -64,7 +64,7 @@ def test_metrics_count_every_claimed_frame_in_one_step_a_row(tmp_path: Path) -> 
 
     metrics = Metrics()
     tick = TickRecord("card0", 500.0, [0.01, 16.0], None, None, None, "energy", False, None,
-                      [1_000_000, 3])
+                      frame_counts=[1_000_000, 3])
     metrics.record_tick(tick)
     from prometheus_client.parser import text_string_to_metric_families
 

@@ -11,7 +11,7 @@ import pytest
 
 import govd.sources.socket as socket_module
 from govd.sources.frame_line import FrameLine
-from govd.sources.socket import SocketSource
+from govd.sources.socket import DRAIN_BUDGET_S, SocketSource
 
 MAX_DATAGRAM = 65536
 FLOOD = b"F 1\n" * (MAX_DATAGRAM // 4)  # 16 384 lines in one datagram
@@ -87,6 +87,25 @@ def test_receive_stops_at_its_deadline(sock_dir: Path) -> None:
     assert src.receive(until_s=0.0) == 1  # past already: one datagram, then it returns
     assert src.receive() == 2
     src.close()
+
+
+def test_drain_keeps_to_its_wall_clock_budget_unless_the_work_waits_for_the_tick(
+        sock_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real tick's drain stops at its wall-clock budget; with the simulated GPU in lockstep
+    (``drain_budget_s=None``) a preempted drain must not leave a frame to the next tick."""
+    wall = [0.0]
+
+    def slow_clock() -> float:  # every look at the wall clock finds 10 ms gone
+        wall[0] += 0.010
+        return wall[0]
+
+    monkeypatch.setattr("govd.sources.socket.time.monotonic", slow_clock)
+    for budget_s, taken in ((DRAIN_BUDGET_S, 1), (None, 3)):
+        src = SocketSource(sock_dir / "f.sock", group=None, rate_fps=0,
+                           drain_budget_s=budget_s)
+        send(src.path, b"F 1000\n", b"F 2000\n", b"F 3000\n")
+        assert len(src.drain()) == taken
+        src.close()
 
 
 def test_bytes_read_per_tick_are_bounded(sock_dir: Path) -> None:

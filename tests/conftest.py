@@ -81,15 +81,6 @@ def staged_install(_shared_stage: SharedStage) -> StagedInstall:
 
 
 @pytest.fixture
-def whole_drains(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`SocketSource.drain` reads every datagram waiting (within its other budgets) however
-    slowly the machine runs: tests that count what one drain took would otherwise fail whenever
-    a loaded machine preempts the drain past its 4 ms wall-clock budget (`DRAIN_BUDGET_S`,
-    which keeps a real tick short; `test_receive_stops_at_its_deadline` pins that budget)."""
-    monkeypatch.setattr("govd.sources.socket.DRAIN_BUDGET_S", 60.0)
-
-
-@pytest.fixture
 def umockdev_tmpdir() -> Iterator[Path]:
     """A short TMPDIR for a umockdev test bed, removed afterwards: the bed lives in
     $TMPDIR/umockdev.XXXXXX and is left behind when the process ends without freeing it (its

@@ -18,7 +18,6 @@ from tests.sources import test_socket_source as over_a_socket
 from tests.sources.test_socket_source import Clock, make, send
 
 sock_dir = over_a_socket.sock_dir  # the fixture: a folder short enough for AF_UNIX paths
-pytestmark = pytest.mark.usefixtures("whole_drains")  # each drain reads all that was sent
 
 
 @pytest.fixture(autouse=True)

@@ -105,6 +105,7 @@ def per_test(base: Path) -> dict[str, Any]:
 def clone(into: Path) -> Path:
     """A fresh clone of this checkout's HEAD under ``into``, with the shared data folder beside
     it as the tests look for it (``REPO.parent / "shared"``)."""
+    into.chmod(0o755)  # tests run govd as nobody from the clone's venv: it must be readable
     repo = into / "govd"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(repo)], check=True)
     subprocess.run(["git", "-C", str(repo), "checkout", "-q",

@@ -57,10 +57,12 @@ kernels:
 	-@$(PY) -m govd.kernels.build || echo "govd: kernels not compiled ahead of time; govd uses numba's JIT"
 
 # pytest exits 5 when it collected nothing: for us that is a failure, never a pass. The setup
-# installed umockdev, so the udev tests must run here, not skip.
+# installed umockdev, so the udev tests must run here, not skip. One pytest-xdist worker per
+# CPU; tests/conftest.py says what that asks of a test. (Not --dist loadgroup: with pytest 9.2
+# xdist 3.8 no longer groups by xdist_group, silently.)
 test: setup
 	$(PY) -m ruff check govd tests bench
-	@GOVD_REQUIRE_UMOCKDEV=1 $(PY) -m pytest; rc=$$?; \
+	@GOVD_REQUIRE_UMOCKDEV=1 $(PY) -m pytest -n auto; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 lint: setup

@@ -1,14 +1,84 @@
-"""Fixtures shared across the suite."""
+"""Fixtures shared across the suite, and how `make test` spreads it over pytest-xdist workers.
+
+`make test` runs the suite on one worker per CPU (`-n auto`), so every test
+may run beside any other, in another process: a test keeps what it writes under its own
+`tmp_path` (or a folder it makes with `tempfile`), binds port 0 or a socket in its own folder,
+and changes the environment, logging or a module's globals only through `monkeypatch`/`caplog`.
+The one thing the workers share is the staged `make install` (`staged_install`), built once
+per run; its users run on one worker (`pytest_xdist_make_scheduler`).
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.installing import SharedStage, StagedInstall
+
+STAGE_USERS = ("tests/pid1/", "tests/test_install.py::")
+"""Where the tests that use `staged_install` live (what `StageFirst` knows of them: the
+controller sees test ids only, never their fixtures)."""
+
+
+def _uses_the_stage(item: pytest.Item) -> bool:
+    return "staged_install" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without `StageFirst` (plain `pytest -n N --dist load`), run the tests that need the
+    staged install last, so that it is staged in the background while the others run."""
+    items.sort(key=_uses_the_stage)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`make test`'s `-n auto` (xdist's --dist load) as `StageFirst` schedules it."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class StageFirst(LoadScopeScheduling):
+        """Every test on its own, except the staged install's users: one unit of work, handed
+        out first (the largest unit goes first), so one worker stages the install (about 100 s
+        of CPU) and then runs them in order, one container at a time, while the other workers
+        run everything else. (xdist's own --dist loadgroup would do it, but with pytest 9.2 it
+        no longer groups, silently: it renames test ids through a field pytest dropped.)"""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return "staged_install" if nodeid.startswith(STAGE_USERS) else nodeid
+
+    return StageFirst(config, log)
+
+
+@pytest.fixture(scope="session")
+def _shared_stage(tmp_path_factory: pytest.TempPathFactory) -> SharedStage:
+    # the parent of a worker's base folder is the run's, shared by every worker
+    base = tmp_path_factory.getbasetemp()
+    return SharedStage(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stage_in_the_background(request: pytest.FixtureRequest,
+                             _shared_stage: SharedStage) -> None:
+    """As a worker starts, begin staging the install when some collected test needs it."""
+    if any(_uses_the_stage(item) for item in request.session.items):
+        _shared_stage.start()
+
+
+@pytest.fixture(scope="session")
+def staged_install(_shared_stage: SharedStage) -> StagedInstall:
+    """`make install DESTDIR=...` over an edited configuration, once per run for all the
+    workers: tests/test_install.py checks the layout, tests/pid1 boots containers from it. Its
+    users must leave it as it is (see `StagedInstall.copy`)."""
+    return _shared_stage.result()
 
 
 @pytest.fixture(autouse=True)

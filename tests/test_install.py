@@ -10,18 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.installing import REPO, make
+from tests.installing import EDITED_CONFIG, REPO, StagedInstall, make
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
 
-def test_install_lays_out_service_and_uninstall_reverses_it(tmp_path: Path) -> None:
-    stage = tmp_path / "stage"
-    conf = stage / "etc/govd/govd.yaml"
-    conf.parent.mkdir(parents=True)
-    conf.write_text("# edited by the administrator\n")
-    done = make("install", stage)
+def test_install_lays_out_service_and_uninstall_reverses_it(
+        staged_install: StagedInstall, tmp_path: Path) -> None:
+    # `make install` ran over an edited configuration (the stage tests/pid1 boots, too); the
+    # uninstall below runs on a copy
+    done = staged_install.done
     assert done.returncode == 0, done.stderr
+    stage = staged_install.copy(tmp_path / "stage")
+    conf = stage / "etc/govd/govd.yaml"
     for rel in ("etc/systemd/system/govd.service", "etc/systemd/system/govd.socket",
                 "usr/lib/sysusers.d/govd.conf", "usr/local/share/doc/govd/README.md"):
         path = stage / rel
@@ -45,9 +46,10 @@ def test_install_lays_out_service_and_uninstall_reverses_it(tmp_path: Path) -> N
     assert not list((stage / "opt/govd").rglob("*.nbi"))
     # The staged venv runs once in place at /opt/govd: no script points back into the stage.
     assert (stage / "opt/govd/bin/govd").read_text().startswith("#!/opt/govd/bin/python\n")
-    assert not subprocess.run(["grep", "-rlI", str(stage), str(stage / "opt/govd/bin")],
+    assert not subprocess.run(["grep", "-rlI", str(staged_install.folder),
+                               str(stage / "opt/govd/bin")],
                               capture_output=True, text=True).stdout
-    assert conf.read_text() == "# edited by the administrator\n"  # never overwritten
+    assert conf.read_text() == EDITED_CONFIG  # never overwritten
 
     done = make("uninstall", stage)
     assert done.returncode == 0, done.stderr

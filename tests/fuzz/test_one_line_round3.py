@@ -135,11 +135,16 @@ def test_sigint_before_the_daemon_is_ready_restores_and_says_one_line(tmp_path: 
          str(tmp_path / "f.sock")],
         env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True)
     assert daemon.stderr is not None
-    for line in daemon.stderr:
-        if line.rstrip().endswith("govd.conf.load"):  # as govd.commands.run imports
-            break
-    daemon.send_signal(signal.SIGINT)
-    _, err = daemon.communicate(timeout=60)
+    try:
+        for line in daemon.stderr:
+            if line.rstrip().endswith("govd.conf.load"):  # as govd.commands.run imports
+                break
+        daemon.send_signal(signal.SIGINT)
+        _, err = daemon.communicate(timeout=60)
+    finally:  # a daemon that missed the signal must not outlive the test (and the suite)
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
     assert "Traceback" not in err, err
     assert daemon.returncode in (0, 130)
     assert (mali / "governor").read_text().strip() == "simple_ondemand"

@@ -1,9 +1,10 @@
 """govd installed by `make install` into a container booted by a real systemd, governing the
 simulated devfreq GPU (see container.py for how the container is made).
 
-One container per test session: the staged install is built once (`make install DESTDIR=...`),
-the container boots in about a second, and each test starts from govd active under the shipped
-units plus the simulator drop-in, with the test configuration and no other drop-in.
+One container per test session: the staged install is built once (`make install DESTDIR=...`,
+the `staged_install` fixture, shared with tests/test_install.py), the container boots in about
+a second, and each test starts from govd active under the shipped units plus the simulator
+drop-in, with the test configuration and no other drop-in.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.installing import REPO, install_python, make
+from tests.installing import REPO, StagedInstall, install_python
 from tests.pid1.container import Container, why_no_container
 
 UNITS = Path(__file__).resolve().parent / "units"
@@ -34,16 +35,16 @@ pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 
 @pytest.fixture(scope="session")
-def stage(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`make install` staged under a temporary DESTDIR, once per session (about 15 s)."""
+def stage(staged_install: StagedInstall) -> Path:
+    """The session's staged `make install` (tests/conftest.py), read-only: the containers
+    overlay it."""
     if REASON is not None:
         pytest.skip(REASON)
     if install_python() is None:
         pytest.skip("no system python3 in /usr/bin to build /opt/govd's venv on")
-    folder = tmp_path_factory.mktemp("stage")
-    done = make("install", folder)
+    done = staged_install.done
     assert done.returncode == 0, done.stdout + done.stderr
-    return folder
+    return staged_install.folder
 
 
 def config_text(**logging: object) -> str:

@@ -14,12 +14,13 @@ forms it puts in force (``govd check-config``, the daemon's start and reload, ``
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from govd.conf.schema import Config, PolicyConfig
-from govd.governor import Governor
+from govd.governor import Governor, Sample
 from govd.model import forms
 from govd.model.arrays import FloatArray
 from govd.model.prior import Prior
@@ -143,3 +144,20 @@ def _inert_params(name: str, policy: PolicyConfig, in_force: list[tuple[bool, fo
             f"{where}; remove it, or set a model.form it acts under"
             for key, value in sorted(policy.params.items())
             if key in inert and value != defaults.get(key)]
+
+
+def warm_up(governor: Governor, targets: Iterable[Target]) -> None:
+    """Compile (numba's JIT, where the kernels were not compiled ahead of time) or load the
+    model kernels ``governor`` will call, before its first real tick: a copy of it is stepped
+    once under each of ``targets`` (each kind of target may put another model form in force).
+    The daemon does it before it tells systemd it is ready, so that a first compile is paid
+    inside the start timeout, not against the watchdog; the demo, before its clock starts.
+    ``governor`` itself is left as it was."""
+    spare = copy.deepcopy(governor)
+    top = int(spare.levels_mhz.size) - 1
+    mems = spare.mem_levels_mhz
+    for target in targets:
+        spare.target = target
+        spare.step(Sample(freq_mhz=float(spare.levels_mhz[top]), frame_time_ms=5.0,
+                          frame_count=1,
+                          mem_freq_mhz=math.nan if mems is None else float(mems[top])))

@@ -176,3 +176,18 @@ def test_every_caller_builds_the_same_governor_from_one_configuration() -> None:
         assert "governor_from_config(" in text, module
         assert "Governor(" not in text.replace("governor_from_config(", ""), module
     assert not math.isnan(governor_from_config(Config(), LEVELS).period_s)
+
+
+@pytest.mark.parametrize("mems", [None, [500.0, 900.0, 500.0, 900.0]])
+def test_warming_up_steps_a_copy_under_every_target_and_leaves_the_governor_as_it_was(
+        mems: list[float] | None) -> None:
+    """The daemon warms its governors' kernels before READY=1 (a first JIT compile under load
+    outlasted WatchdogSec): the copy steps under each target, the governor itself stays at its
+    first tick with the target it had."""
+    from govd.from_config import warm_up
+
+    cores = [400.0, 400.0, 800.0, 800.0] if mems else [400.0, 600.0, 800.0]
+    gov = governor_from_config(Config(), cores, mems, target=Target(fps=60.0))
+    warm_up(gov, [Target(fps=60.0), Target(max_slowdown=0.1)])
+    assert gov.ticks == 0 and gov.target == Target(fps=60.0)
+    assert not gov.model.predictions().ready

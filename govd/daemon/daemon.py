@@ -41,6 +41,7 @@ from govd.daemon.validate import Built, ConfigRefused, check_applicable
 from govd.device.base import Device, DeviceError, DeviceGone
 from govd.device.discovery import SYS
 from govd.device.discovery import reopen as discovery_reopen
+from govd.from_config import warm_up
 from govd.governor import Governor
 from govd.sources.base import Frame, FrameSource, Opening, SourceSetupError
 from govd.sources.busy import BusySource
@@ -236,6 +237,8 @@ class Daemon:
         self._tell_source_the_devices()
         self._warn_busy_time_under_a_frame_rate()
         names = ", ".join(f"{r.name} ({r.settings.policy})" for r in self.runners)
+        for b in built:  # a first JIT compile is paid here, inside TimeoutStartSec
+            warm_up(b.governor, [b.settings.target, *b.settings.apps.values()])
         log.info("governing %s every %d ms", names, self.config.period_ms)
         self.notifier.ready(f"governing {names}")
 

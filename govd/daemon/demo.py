@@ -59,16 +59,11 @@ def _wait_for_tree(root: Path, sim: subprocess.Popen[bytes], log_path: Path) -> 
 
 def _warm_up(config: Config) -> None:
     """Load the compiled model kernels before the simulated clock starts, so the daemon takes
-    the device at once and the comparison with ondemand starts from the same instant: a
-    governor as the configuration builds it, stepped under each target it sets (each kind of
-    target may put another model form in force)."""
-    from govd.from_config import governor_from_config
-    from govd.governor import Sample
+    the device at once and the comparison with ondemand starts from the same instant."""
+    from govd.from_config import governor_from_config, warm_up
 
-    governor = governor_from_config(config, [100.0, 200.0, 300.0])
-    for target in (config.target, *config.apps.values()):
-        governor.target = target.to_target()
-        governor.step(Sample(freq_mhz=300.0, frame_time_ms=5.0, frame_count=1))
+    warm_up(governor_from_config(config, [100.0, 200.0, 300.0]),
+            [t.to_target() for t in (config.target, *config.apps.values())])
 
 
 def _demo_config(args: argparse.Namespace, config: Config, tmp: Path) -> Config:

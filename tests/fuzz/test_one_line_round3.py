@@ -133,7 +133,11 @@ def test_sigint_before_the_daemon_is_ready_restores_and_says_one_line(tmp_path: 
         [sys.executable, "-X", "importtime", "-m", "govd", "run", "--sysfs-root",
          str(tmp_path / "sys"), "--state-file", str(tmp_path / "state.json"), "--socket",
          str(tmp_path / "f.sock")],
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True)
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True,
+        # SIGINT as a terminal delivers it: a pytest-xdist worker ignores SIGINT, and a child
+        # inherits that, so Python then installs no KeyboardInterrupt handler and the daemon,
+        # never told, ran on until the test's timeout.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert daemon.stderr is not None
     try:
         for line in daemon.stderr:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+
+import numpy as np
 from collections.abc import Iterable, Sequence
 
 from govd.conf.schema import Config, PolicyConfig
@@ -156,8 +158,12 @@ def warm_up(governor: Governor, targets: Iterable[Target]) -> None:
     spare = copy.deepcopy(governor)
     top = int(spare.levels_mhz.size) - 1
     mems = spare.mem_levels_mhz
+    # A sample as full as a real tick's: the configured counters, power and busy each take
+    # their own kernels (measured on an H200 under numba's JIT: a warm-up without counters left
+    # an 11 s compile to the first real tick, which read no frame socket meanwhile).
+    counters = np.full(len(spare.model_settings.counters), 0.5)
     for target in targets:
         spare.target = target
         spare.step(Sample(freq_mhz=float(spare.levels_mhz[top]), frame_time_ms=5.0,
-                          frame_count=1,
+                          frame_count=1, busy=0.9, power_w=100.0, counters=counters,
                           mem_freq_mhz=math.nan if mems is None else float(mems[top])))

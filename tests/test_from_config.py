@@ -191,3 +191,29 @@ def test_warming_up_steps_a_copy_under_every_target_and_leaves_the_governor_as_i
     warm_up(gov, [Target(fps=60.0), Target(max_slowdown=0.1)])
     assert gov.ticks == 0 and gov.target == Target(fps=60.0)
     assert not gov.model.predictions().ready
+
+
+def test_warming_up_feeds_the_configured_counters_power_and_busy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of a real tick's inputs takes kernels of its own: on an H200 under numba's JIT, a
+    warm-up without the configured counters left an 11 s compile to the first real tick, which
+    read no frame socket meanwhile (a tenth of a training job's step reports were refused)."""
+    from govd.conf.schema import ModelConfig
+    from govd.from_config import warm_up
+    from govd.governor import Governor
+
+    seen: list[Any] = []
+    real_step = Governor.step
+
+    def step(self: Governor, sample: Any) -> Any:
+        seen.append(sample)
+        return real_step(self, sample)
+
+    monkeypatch.setattr(Governor, "step", step)
+    config = Config(model=ModelConfig(counters=["sm_activity", "dram_bw_util"]))
+    warm_up(governor_from_config(config, [400.0, 600.0, 800.0]),
+            [Target(fps=60.0), Target(max_slowdown=0.1)])
+    assert len(seen) == 2
+    for sample in seen:
+        assert sample.counters.shape == (2,) and np.isfinite(sample.counters).all()
+        assert math.isfinite(sample.power_w) and math.isfinite(sample.busy)

@@ -3,6 +3,7 @@ level swept, the device put back as found on success, on Ctrl-C and on a failing
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -15,8 +16,10 @@ import pytest
 
 from govd.cli import main
 from govd.custody.state_file import SavedState, save_state
+from govd.device.base import Reading
 from govd.device.devfreq import DevfreqDevice
 from govd.formats.sweep import read_sweep
+from govd.measure.sweep import FrameWork, Samples
 from govd.sim.levels import level_table
 from tests.custody.test_state_file import dead_pid
 from tests.live_gpu import DEVICE, govd_env, start_sim, wait_for
@@ -209,3 +212,55 @@ def test_idle_power_above_the_loaded_power_is_said(tmp_path: Path,
     read_sweep(table)
     [said] = [r.getMessage() for r in caplog.records]
     assert said.startswith(f"{table}: idle power 9 W is above the power of work at the lowest")
+
+
+def _stepped_readings(power_w: float, window_s: float, phase_s: float,
+                      step_s: float = 0.1, sample_s: float = 0.05) -> Samples:
+    """Readings every ``sample_s`` of an energy counter that advances every ``step_s`` (as
+    NVML's does) by what ``power_w`` used since its last step; the first step ``phase_s`` after
+    the window opens."""
+    samples = Samples()
+    for t in np.arange(0.0, window_s + 1e-9, sample_s):
+        steps = math.floor((t - phase_s) / step_s) + 1 if t >= phase_s else 0
+        counted_until = phase_s + (steps - 1) * step_s if steps else -step_s
+        samples.readings.append((float(t), Reading(freq_mhz=1000.0,
+                                                   energy_mj=power_w * counted_until * 1000)))
+    return samples
+
+
+@pytest.mark.parametrize("window_s", [0.16, 0.5, 2.0])
+def test_a_level_s_power_counts_whole_steps_of_a_stepped_energy_counter(
+        window_s: float) -> None:
+    """Power from a counter that advances every 100 ms: over any window and any phase of the
+    counter's steps, within the change times' uncertainty (half a reading each end), where the
+    rise over the whole window was off by up to a step (±40 % at 160 ms on the H200)."""
+    for phase_s in np.linspace(0.0, 0.099, 12):
+        got = _stepped_readings(500.0, window_s, float(phase_s)).power_w()
+        span = max(window_s - 0.2, 0.1)
+        assert abs(got / 500.0 - 1) <= 0.05 / span + 1e-9, (window_s, phase_s, got)
+
+
+def test_frames_from_a_fast_application_are_read_for_the_whole_level_time() -> None:
+    """25 frames come in at once; the level is still read for `level_s` so its power spans
+    many steps of the energy counter."""
+    class Source:
+        path = "sock"
+        drains = 0
+
+        def drain(self) -> list[object]:  # the first drain clears what came before the level
+            self.drains += 1
+            return [type("F", (), {"gpu_time_ms": 6.4})() for _ in range(25 * (self.drains == 2))]
+
+    class Device:
+        reads = 0
+
+        def read(self) -> Reading:
+            Device.reads += 1
+            return Reading(freq_mhz=1000.0, energy_mj=float(Device.reads))
+
+    source = Source()
+    work = FrameWork(source, frames=25, timeout_s=5.0, level_s=0.3)  # type: ignore[arg-type]
+    started = time.monotonic()
+    units = work.measure(Device(), 0.01, lambda: False)  # type: ignore[arg-type]
+    assert len(units) == 25 and time.monotonic() - started >= 0.3
+    assert len(units[0][1].readings) >= 20

@@ -66,6 +66,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--frames", type=Path, default=None, metavar="SOCKET",
                         help="take the work from frames sent to this socket instead of a command")
     parser.add_argument("--frames-per-level", type=_units, default=300)
+    parser.add_argument("--level-s", type=_non_negative, default=2.0,
+                        help="with --frames: read the device at least this long at each level "
+                             "(s): energy counters advance in steps (NVML: 100 ms), and a "
+                             "level's power needs several of them")
     parser.add_argument("--runs", type=_units, default=3, help="command runs per level")
     parser.add_argument("--settle-s", type=_non_negative, default=0.5,
                         help="wait after setting a level (s)")
@@ -139,7 +143,8 @@ def measure(args: argparse.Namespace) -> int:
         from govd.sources.socket import SocketSetupError, SocketSource
 
         try:
-            work = FrameWork(SocketSource(args.frames, group=None), args.frames_per_level)
+            work = FrameWork(SocketSource(args.frames, group=None), args.frames_per_level,
+                             level_s=args.level_s)
         except (OSError, SocketSetupError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise UsageError(f"{args.frames}: cannot listen: {why}") from None

@@ -55,7 +55,22 @@ class Samples:
         self.readings.append((time.monotonic(), device.read()))
 
     def power_w(self) -> float:
-        """Energy rise over elapsed time, or the mean power sample; NaN when neither. Units: W."""
+        """Energy rise over elapsed time, or the mean power sample; NaN when neither. Units: W.
+
+        An energy counter advances in steps (NVML's every 100 ms on an H200, measured in
+        bench/results/nvml-nvidia-h200.json): the rise between the first and the last reading
+        counts a whole number of steps over a time that is not one, off by up to a step over
+        the window (±40 % over the 160 ms of 25 frames of 6 ms, as the first real sweep
+        showed). So the rise is taken between the first and the last change of the counter,
+        over the time between them, each change placed midway between the reading before it
+        and the reading that saw it; the whole window only when the counter changed less
+        than twice."""
+        energy = [(t, r.energy_mj) for t, r in self.readings if math.isfinite(r.energy_mj)]
+        changes = [((t0 + t1) / 2, e1) for (t0, e0), (t1, e1) in zip(energy, energy[1:])
+                   if e1 != e0]
+        if len(changes) >= 2 and changes[-1][1] > changes[0][1]:
+            (t0, e0), (t1, e1) = changes[0], changes[-1]
+            return (e1 - e0) / 1000.0 / (t1 - t0)
         (t0, first), (t1, last) = self.readings[0], self.readings[-1]
         if t1 > t0 and math.isfinite(first.energy_mj) and math.isfinite(last.energy_mj):
             rise = last.energy_mj - first.energy_mj
@@ -144,6 +159,11 @@ class FrameWork:
     frames: int = 300
     timeout_s: float = 30.0
     """Longest wait for a level's frames."""
+    level_s: float = 2.0
+    """Shortest time the device is read at each level: the power of a level comes from an
+    energy counter that advances in steps (100 ms on NVML), so a level whose frames come in
+    a fraction of a second still gets enough of them for a power within a few per cent. The
+    frames after the first `frames` only lengthen the window."""
 
     @property
     def units(self) -> int:
@@ -153,7 +173,7 @@ class FrameWork:
     def describe(self) -> dict[str, str]:
         """Metadata lines naming the work."""
         return {"work": "frame socket", "socket": str(self.source.path),
-                "frames": str(self.frames)}
+                "frames": str(self.frames), "level_s": f"{self.level_s:g}"}
 
     def measure(self, device: Device, sample_s: float,
                 stop: StopCheck) -> list[tuple[float, Samples]]:
@@ -162,11 +182,12 @@ class FrameWork:
         samples = Samples()
         samples.add(device)
         times: list[float] = []
-        deadline = time.monotonic() + self.timeout_s
-        while len(times) < self.frames:
+        start = time.monotonic()
+        deadline = start + max(self.timeout_s, self.level_s)
+        while len(times) < self.frames or time.monotonic() - start < self.level_s:
             if stop():
                 raise Interrupted
-            if time.monotonic() > deadline:
+            if len(times) < self.frames and time.monotonic() > deadline:
                 raise MeasureError(f"{len(times)} of {self.frames} frames in {self.timeout_s:g} s "
                                    f"on {self.source.path}: is the application sending?")
             time.sleep(sample_s)

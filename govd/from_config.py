@@ -17,9 +17,9 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+from collections.abc import Iterable, Sequence
 
 import numpy as np
-from collections.abc import Iterable, Sequence
 
 from govd.conf.schema import Config, PolicyConfig
 from govd.governor import Governor, Sample

@@ -19,6 +19,7 @@ signal handling around `run_sweep` (the daemon's machinery), so every way out re
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import signal
@@ -66,7 +67,7 @@ class Samples:
         and the reading that saw it; the whole window only when the counter changed less
         than twice."""
         energy = [(t, r.energy_mj) for t, r in self.readings if math.isfinite(r.energy_mj)]
-        changes = [((t0 + t1) / 2, e1) for (t0, e0), (t1, e1) in zip(energy, energy[1:])
+        changes = [((t0 + t1) / 2, e1) for (t0, e0), (t1, e1) in itertools.pairwise(energy)
                    if e1 != e0]
         if len(changes) >= 2 and changes[-1][1] > changes[0][1]:
             (t0, e0), (t1, e1) = changes[0], changes[-1]

@@ -295,6 +295,8 @@ def main() -> int:
                         help="the energy policy's price_misses (govd.policy.energy)")
     parser.add_argument("--tables", choices=("all", "coarse"), default="all",
                         help="coarse: only the nv-dvfs and hkbu tables on their own grids")
+    parser.add_argument("--only", default=None, metavar="NAME,NAME",
+                        help="only these tables (by the names the report gives them)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "decisions.json")
     args = parser.parse_args()
     minutes = 1.0 if args.quick else args.minutes
@@ -303,6 +305,14 @@ def main() -> int:
     if args.tables == "all":
         sweeps += slowdown_tables(DATA, args.quick, unit_sweep)
         games = game_tables(1.0 if args.quick else 3.0)
+    if args.only is not None:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {t.path for t in sweeps + games}
+        if unknown:
+            print(f"--only: no table named {', '.join(sorted(unknown))}", file=sys.stderr)
+            return 2
+        sweeps = [t for t in sweeps if t.path in wanted]
+        games = [t for t in games if t.path in wanted]
     if not sweeps:
         print("no measured data beside the project (../shared/data): nothing to measure")
         return 0

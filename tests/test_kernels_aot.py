@@ -59,10 +59,30 @@ def _package_copy(tmp_path: Path, extension: Path | None) -> Path:
     shutil.copytree(REPO / "govd", root / "govd",
                     ignore=shutil.ignore_patterns("__pycache__", "_aot_*", ".build-*"))
     if extension is not None:
-        stem = extension.name.split(".")[0]
-        for path in MODEL.glob(stem + "*"):
-            shutil.copy(path, root / "govd" / "model" / path.name)
+        _add_extension(root, extension)
     return root
+
+
+def _add_extension(root: Path, extension: Path) -> None:
+    stem = extension.name.split(".")[0]
+    for path in MODEL.glob(stem + "*"):
+        shutil.copy(path, root / "govd" / "model" / path.name)
+
+
+@pytest.fixture(scope="module")
+def _one_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _package_copy(tmp_path_factory.mktemp("copy"), None)
+
+
+@pytest.fixture
+def copied(_one_copy: Path) -> Path:
+    """One package copy for the tests that damage or leave out the extension, its sources
+    never edited: the first to fall back compiles the kernels with numba's JIT into the copy's
+    own cache, the others load them from there (each compile costs ~13 s of CPU). Each test
+    finds it without an extension and its `pkg` folder's `govd` as copied."""
+    for path in (_one_copy / "govd" / "model").glob("_aot_*"):
+        path.unlink()
+    return _one_copy
 
 
 _TICK = """
@@ -79,10 +99,11 @@ print(repr((kernels.MODE_REASON, kernels.MODE_PROBLEM, 'numba' in sys.modules,
 """
 
 
-def test_the_copied_package_with_its_extension_runs_compiled(extension: Path,
+def test_the_copied_package_with_its_extension_runs_compiled(extension: Path, copied: Path,
                                                              tmp_path: Path) -> None:
-    # the control for the two tests below: the copy itself is not what makes them fall back
-    root = _package_copy(tmp_path, extension)
+    # the control for the tests below: the copy itself is not what makes them fall back
+    root = copied
+    _add_extension(root, extension)
     reason, problem, numba, _ = ast.literal_eval(
         python(_TICK, pythonpath=root, cwd=tmp_path).stdout.splitlines()[-1])
     assert reason.startswith("compiled ahead of time") and not problem and not numba
@@ -102,9 +123,10 @@ def test_a_stale_extension_falls_back_to_the_jit(extension: Path, tmp_path: Path
 
 
 @pytest.mark.parametrize("damage", ["garbage", "no table", "truncated", "table edited"])
-def test_an_unloadable_extension_falls_back_to_the_jit(extension: Path, tmp_path: Path,
-                                                       damage: str) -> None:
-    root = _package_copy(tmp_path, extension)
+def test_an_unloadable_extension_falls_back_to_the_jit(extension: Path, copied: Path,
+                                                       tmp_path: Path, damage: str) -> None:
+    root = copied
+    _add_extension(root, extension)
     copied = root / "govd" / "model" / extension.name
     if damage == "garbage":
         copied.write_bytes(b"\x7fELF not really")
@@ -127,10 +149,11 @@ def test_an_unloadable_extension_falls_back_to_the_jit(extension: Path, tmp_path
 
 
 def test_a_table_that_does_not_match_a_kernels_arguments_leaves_that_kernel_to_the_jit(
-        extension: Path, tmp_path: Path) -> None:
+        extension: Path, copied: Path, tmp_path: Path) -> None:
     """One spec short, the guard would let an argument reach compiled code unchecked: that
     kernel goes to numba's JIT instead, with the same results."""
-    root = _package_copy(tmp_path, extension)
+    root = copied
+    _add_extension(root, extension)
     copied = root / "govd" / "model" / extension.name
     table_path = copied.with_name(extension.name.split(".")[0] + ".json")
     table = json.loads(table_path.read_text())
@@ -142,8 +165,9 @@ def test_a_table_that_does_not_match_a_kernels_arguments_leaves_that_kernel_to_t
     assert times == ast.literal_eval(python(_TICK, mode="jit").stdout.splitlines()[-1])[3]
 
 
-def test_without_an_extension_the_jit_runs_and_it_is_no_problem(tmp_path: Path) -> None:
-    root = _package_copy(tmp_path, None)
+def test_without_an_extension_the_jit_runs_and_it_is_no_problem(copied: Path,
+                                                                tmp_path: Path) -> None:
+    root = copied
     reason, problem, numba, _ = ast.literal_eval(
         python(_TICK, pythonpath=root, cwd=tmp_path).stdout.splitlines()[-1])
     assert "no compiled kernels" in reason and not problem and numba

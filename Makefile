@@ -104,9 +104,10 @@ install: setup
 	test -x $(DESTDIR)$(APPDIR)/bin/python || $(PYTHON) -m venv $(DESTDIR)$(APPDIR)
 	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q --upgrade pip
 	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q '.[metrics]'
-	@# in the installed package, from its own sources (a failure only costs numba's JIT); -I: a
-	@# PYTHONPATH naming a checkout would build that checkout's kernels instead
-	-@cd / && NUMBA_CACHE_DIR=$$(mktemp -d) sh -c '$(DESTDIR)$(APPDIR)/bin/python -I -m govd.kernels.build; \
+	@# in the installed package, from its own sources (a failure only costs numba's JIT), or
+	@# taken from this checkout's `make setup` when built from the same sources (same digest:
+	@# sources and NumPy version); -I: a PYTHONPATH naming a checkout would build its kernels
+	-@cd / && NUMBA_CACHE_DIR=$$(mktemp -d) sh -c '$(DESTDIR)$(APPDIR)/bin/python -I -m govd.kernels.build --reuse $(CURDIR)/govd/model; \
 	  rc=$$?; rm -rf "$$NUMBA_CACHE_DIR"; exit $$rc' || \
 	  echo "govd install: kernels not compiled ahead of time; govd will use numba's JIT (it says so at start)"
 	@# pip writes the venv's own path into its scripts' #! lines; staged, that is the DESTDIR

@@ -36,8 +36,8 @@ def test_install_lays_out_service_and_uninstall_reverses_it(
     scipy = subprocess.run([str(stage / "opt/govd/bin/python"), "-c", "import scipy"],
                            capture_output=True, text=True, timeout=120)
     assert scipy.returncode != 0 and "No module named 'scipy'" in scipy.stderr
-    # the per-tick kernels were compiled at install from the installed sources, and the
-    # build's numba cache went with it
+    # the per-tick kernels are there for the installed sources (compiled at install, or taken
+    # from this checkout's build of the same sources), and the build's numba cache went with it
     alone = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GOVD_KERNELS")}
     kernels = subprocess.run([str(stage / "opt/govd/bin/python"), "-c",
                               "from govd.kernels import loader; print(loader.MODE_REASON)"],

@@ -316,3 +316,37 @@ def test_make_goes_on_with_the_jit_when_the_kernels_do_not_build() -> None:
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "kernels not compiled ahead of time; govd uses numba's JIT" in done.stdout
+
+
+_REUSE = """
+import sys
+from pathlib import Path
+from govd.kernels.build import main, reuse
+if sys.argv[2] == "main":
+    raise SystemExit(main(["--reuse", sys.argv[1]]))
+print(repr(str(reuse(Path(sys.argv[1])))))
+"""
+
+
+def test_an_install_takes_the_extension_its_checkout_built_from_the_same_sources(
+        extension: Path, copied: Path, tmp_path: Path) -> None:
+    """`make install` passes the checkout's govd/model: an extension of the same digest is
+    copied and loads, instead of ~100 s of CPU compiling it again."""
+    done = python(_REUSE, str(MODEL), "main", mode="jit", pythonpath=copied, cwd=tmp_path)
+    assert f"taken from {MODEL}" in done.stdout
+    assert (copied / "govd" / "model" / extension.name).is_file()
+    reason, problem, numba, _ = ast.literal_eval(
+        python(_TICK, pythonpath=copied, cwd=tmp_path).stdout.splitlines()[-1])
+    assert reason.startswith("compiled ahead of time") and not problem and not numba
+
+
+def test_an_extension_that_does_not_load_is_not_taken_and_nothing_is_left(
+        extension: Path, copied: Path, tmp_path: Path) -> None:
+    source = tmp_path / "checkout-model"
+    source.mkdir()
+    stem = extension.name.split(".")[0]
+    (source / extension.name).write_bytes(b"\x7fELF not really")
+    shutil.copy(MODEL / (stem + ".json"), source / (stem + ".json"))
+    done = python(_REUSE, str(source), "reuse", mode="jit", pythonpath=copied, cwd=tmp_path)
+    assert ast.literal_eval(done.stdout.splitlines()[-1]) == "None"
+    assert not list((copied / "govd" / "model").glob("_aot_*"))

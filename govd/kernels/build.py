@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.machinery
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -189,6 +190,30 @@ def build(ticks: int = 40) -> Path:
     return folder / built.name
 
 
+def reuse(source: Path) -> Path | None:
+    """Take the extension already built from these very kernel sources in ``source`` (a
+    checkout's govd/model after `make setup`, when `make install` installs from it): the same
+    digest (sources and NumPy version) and this Python's extension suffix; both files are
+    copied beside this package's kernel sources and loaded as govd loads them. Returns the
+    copy, or None, leaving nothing behind, when there is none or it does not load. It was
+    compiled for this machine's processor (``target_cpu = "host"``), as a build here would."""
+    kernels = _kernels_module()
+    folder = kernels.FOLDER
+    name = kernels.extension_name(kernels.source_digest(folder))
+    found = [source / (name + importlib.machinery.EXTENSION_SUFFIXES[0]),
+             source / (name + ".json")]
+    if source.resolve() == folder.resolve() or not all(path.is_file() for path in found):
+        return None
+    copies = [folder / path.name for path in found]
+    for path, copy in zip(found, copies, strict=True):
+        shutil.copyfile(path, copy)
+    if kernels.load_extension(folder)[0] is None:
+        for copy in copies:
+            copy.unlink(missing_ok=True)
+        return None
+    return copies[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m govd.kernels.build``: build, print what was built; 1 on failure."""
     import argparse
@@ -197,8 +222,15 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--ticks", type=int, default=40,
                         help="ticks per configuration while finding the kernels (default 40)")
+    parser.add_argument("--reuse", type=Path, default=None, metavar="DIR",
+                        help="take the extension from DIR when it was built from the same "
+                             "sources (`make install` passes the checkout's govd/model)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
+    if args.reuse is not None and (taken := reuse(args.reuse)) is not None:
+        print(f"govd kernels build: {taken}: taken from {args.reuse}, built there from the "
+              "same sources")
+        return 0
     try:
         path = build(args.ticks)
     except BuildError as exc:

@@ -25,9 +25,6 @@ from tests.installing import SharedStage, StagedInstall
 STAGE_USERS = ("tests/pid1/", "tests/test_install.py::")
 """Where the tests that use `staged_install` live (what `StageFirst` knows of them: the
 controller sees test ids only, never their fixtures)."""
-ONE_WORKER_MODULES = ("tests/test_kernels_aot.py",)
-"""Modules whose tests share an expensive module fixture (tests/test_kernels_aot.py: one
-package copy whose kernels numba compiles once): `StageFirst` hands each out whole."""
 
 
 def _uses_the_stage(item: pytest.Item) -> bool:
@@ -49,18 +46,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
     class StageFirst(LoadScopeScheduling):
-        """Every test on its own, except the staged install's users: one unit of work, handed
-        out first (the largest unit goes first), so one worker stages the install (about 100 s
-        of CPU) and then runs them in order, one container at a time, while the other workers
-        run everything else; and each of `ONE_WORKER_MODULES`, one unit each. (xdist's own
-        --dist loadgroup would do it, but with pytest 9.2 it
-        no longer groups, silently: it renames test ids through a field pytest dropped.)"""
+        """Each module one unit of work (its module fixtures, a daemon run or a fuzz run of
+        ~15 s, then run once, not once per worker that gets one of its tests), except the
+        staged install's users: one unit, handed out first (the largest unit goes first), so
+        one worker stages the install and then runs them in order, one container at a time,
+        while the other workers run everything else. (xdist's own --dist loadgroup would do
+        it, but with pytest 9.2 it no longer groups, silently: it renames test ids through a
+        field pytest dropped.)"""
 
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid.startswith(STAGE_USERS):
-                return "staged_install"
-            module = nodeid.split("::", 1)[0]
-            return module if module in ONE_WORKER_MODULES else nodeid
+            return "staged_install" if nodeid.startswith(STAGE_USERS) else nodeid.split("::")[0]
 
     return StageFirst(config, log)
 

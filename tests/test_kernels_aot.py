@@ -76,10 +76,10 @@ def _one_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def copied(_one_copy: Path) -> Path:
-    """One package copy for the tests that damage or leave out the extension, its sources
-    never edited: the first to fall back compiles the kernels with numba's JIT into the copy's
-    own cache, the others load them from there (each compile costs ~13 s of CPU). Each test
-    finds it without an extension and its `pkg` folder's `govd` as copied."""
+    """One package copy for the tests that damage or leave out the extension, its kernel
+    sources never edited: the first to fall back compiles the kernels with numba's JIT into
+    the copy's own cache, the others load them from there (each compile costs ~13 s of CPU).
+    Each test finds it without an extension and its sources as copied."""
     for path in (_one_copy / "govd" / "model").glob("_aot_*"):
         path.unlink()
     return _one_copy
@@ -109,17 +109,26 @@ def test_the_copied_package_with_its_extension_runs_compiled(extension: Path, co
     assert reason.startswith("compiled ahead of time") and not problem and not numba
 
 
-def test_a_stale_extension_falls_back_to_the_jit(extension: Path, tmp_path: Path) -> None:
-    root = _package_copy(tmp_path, extension)
-    tick = root / "govd" / "model" / "tick.py"
-    tick.write_text(tick.read_text() + "\n# edited after the build\n")
-    reason, problem, numba, times = ast.literal_eval(
-        python(_TICK, pythonpath=root, cwd=tmp_path).stdout.splitlines()[-1])
-    assert "stale" in reason and problem and numba
-    fresh = ast.literal_eval(python(_TICK, mode="jit").stdout.splitlines()[-1])
-    assert times == fresh[3]
-    refused = python(_TICK, mode="aot", pythonpath=root, cwd=tmp_path, check=False)
-    assert refused.returncode != 0 and "GOVD_KERNELS=aot: the compiled kernels" in refused.stderr
+def test_a_stale_extension_falls_back_to_the_jit(extension: Path, copied: Path,
+                                                 tmp_path: Path) -> None:
+    """Any source the extension was built from, edited: a kernel-free one here, so that numba
+    loads the copy's cached kernels (the digest covers every source of govd/model)."""
+    root = copied
+    _add_extension(root, extension)
+    edited = root / "govd" / "model" / "settings.py"
+    source = edited.read_text()
+    edited.write_text(source + "\n# edited after the build\n")
+    try:
+        reason, problem, numba, times = ast.literal_eval(
+            python(_TICK, pythonpath=root, cwd=tmp_path).stdout.splitlines()[-1])
+        assert "stale" in reason and problem and numba
+        fresh = ast.literal_eval(python(_TICK, mode="jit").stdout.splitlines()[-1])
+        assert times == fresh[3]
+        refused = python(_TICK, mode="aot", pythonpath=root, cwd=tmp_path, check=False)
+        assert refused.returncode != 0
+        assert "GOVD_KERNELS=aot: the compiled kernels" in refused.stderr
+    finally:
+        edited.write_text(source)
 
 
 @pytest.mark.parametrize("damage", ["garbage", "no table", "truncated", "table edited"])

@@ -7,6 +7,7 @@ its ten places from a sender that does not block: who may send is `allow_uids`/`
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import socket
@@ -48,10 +49,9 @@ def _forks(path: str, uid: int, seconds: float, children: int) -> None:
                 sock.setblocking(False)
                 end = time.monotonic() + seconds
                 while time.monotonic() < end:
-                    try:
+                    with contextlib.suppress(BlockingIOError, ConnectionRefusedError,
+                                             FileNotFoundError):
                         sock.sendto(b"F 1000 app=fork\n" * 3, path)
-                    except (BlockingIOError, ConnectionRefusedError, FileNotFoundError):
-                        pass
                     time.sleep(0.01)
             os._exit(0)
         pids.append(pid)

@@ -16,7 +16,8 @@
 Writes ``nvml-loop-<gpu>.json`` (and the sweeps and the trace) into ``--out``: per run and work,
 steps, median step time and energy per step from the NVML energy counter, and govd's slowdown
 and energy against ``default``. Every device is restored on every way out (govd's own custody
-for `govd measure` and `govd run`, `NvmlDevice.restore` for the fixed run). Exits 0 with a
+for `govd measure` and `govd run`: the fixed clock too is `govd run` with the fixed policy; the
+H200 runs of 26 Nov set it through `NvmlDevice` directly). Exits 0 with a
 message when there is no NVIDIA GPU, no root or no CUDA torch.
 """
 
@@ -93,12 +94,15 @@ def _start_work(work: str, seconds: float, phase_s: float, sock: Path | None,
     return subprocess.Popen(cmd, env=_env(), text=True)
 
 
-def _config(folder: Path, counters: list[str]) -> Path:
-    path = folder / "govd.yaml"
+def _config(folder: Path, counters: list[str], fixed_mhz: float | None = None) -> Path:
+    """The daemon's configuration: the energy policy, or the one clock ``fixed_mhz`` (MHz)."""
+    path = folder / ("govd.yaml" if fixed_mhz is None else "govd-fixed.yaml")
+    policy = ("{name: energy, params: {}}" if fixed_mhz is None
+              else f"{{name: fixed, params: {{freq_mhz: {fixed_mhz:g}}}}}")
     path.write_text(f"""devices:
   - backend: nvml
     memory_clock: "off"
-policy: {{name: energy, params: {{}}}}
+policy: {policy}
 target: {{max_slowdown: {SLOWDOWN}}}
 apps: {{train: {{max_slowdown: {SLOWDOWN}}}}}
 period_ms: 50
@@ -164,27 +168,28 @@ def _wait_ready(notify: socket.socket, daemon: subprocess.Popen[str]) -> float:
 
 def live(kind: str, device: NvmlDevice, folder: Path, out: Path, run_s: float,
          phase_s: float, fixed_mhz: float | None = None) -> dict[str, Any]:
-    """Run the phased job once: 'default', 'fixed' (at fixed_mhz) or 'govd'."""
+    """Run the phased job once: 'default' (no govd), 'fixed' (`govd run` with the fixed
+    policy at fixed_mhz: the clock goes through govd's custody too) or 'govd' (the energy
+    policy, steps sent to its socket, the run recorded)."""
     stats = folder / f"stats-{kind}.json"
     result: dict[str, Any] = {}
     daemon = notify = None
     sock = None
     try:
-        if kind == "fixed":
-            device.save()
-            device.set_level(float(fixed_mhz or 0.0))
-        elif kind == "govd":
+        if kind != "default":
             notify_path = folder / "notify.sock"
             notify_path.unlink(missing_ok=True)
             notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             notify.bind(str(notify_path))
-            trace = out / f"trace-{_slug(device.product)}-govd.csv"
+            config = (folder / "govd.yaml" if kind == "govd"
+                      else _config(folder, [], fixed_mhz or 0.0))
+            record = (["--record", str(out / f"trace-{_slug(device.product)}-govd.csv")]
+                      if kind == "govd" else [])
             daemon = subprocess.Popen(
-                [sys.executable, "-m", "govd", "run", "--config", str(folder / "govd.yaml"),
-                 "--record", str(trace)],
+                [sys.executable, "-m", "govd", "run", "--config", str(config), *record],
                 env={**_env(), "NOTIFY_SOCKET": str(notify_path)}, text=True)
             result["ready_after_s"] = round(_wait_ready(notify, daemon), 1)
-            sock = folder / "frames.sock"
+            sock = folder / "frames.sock" if kind == "govd" else None
         worker = _start_work("phased", run_s, phase_s, sock, stats)
         worker.wait(run_s + 120)
         if worker.returncode != 0:
@@ -195,8 +200,6 @@ def live(kind: str, device: NvmlDevice, folder: Path, out: Path, run_s: float,
             result["govd_exit"] = daemon.wait(60)
         if notify is not None:
             notify.close()
-        if kind == "fixed":
-            device.restore()
     result.update(json.loads(stats.read_text()))
     return result
 

@@ -214,7 +214,9 @@ class DeviceRunner:
         late_before, over_before = savings.late, savings.over_limit
         slowdown_before, slowed_before = savings.slowdown_sum, savings.slowed
         top = top_clock(decision.outlook)
-        self._check_top(now_s, top, frame_count, tick_energy_j)
+        # The checks judge the meter's power over the tick, not the counter's raw step: a
+        # counter that steps every other tick (NVML's, 100 ms) gives 0 and twice the energy.
+        self._check_top(now_s, top, frame_count, power_w * interval_s)
         top_j = savings.add_tick(tick_energy_j, top, target, frames, pseudo,
                                  verified=now_s - self._top_checked_s <= VERIFIED_S)
         name = self.device.name

@@ -216,3 +216,26 @@ def test_own_request_applied_a_tick_late_never_reads_as_another_tool(tmp_path):
         set_freq = path / "userspace/set_freq"
         pending = set_freq.read_text().strip() if set_freq.exists() else None
     assert runner.counts["overridden"] == 0 and runner.paused is None
+
+
+def test_checks_of_the_savings_estimate_do_not_depend_on_how_often_the_counter_steps(
+        tmp_path):
+    """NVML's energy counter steps every 100 ms, govd ticks every 50: half the ticks see no
+    step and the other half two ticks' energy. The checks behind the journal's "less than the
+    top clock" skipped the empty ticks and took the doubled ones at face value, so against a
+    counter stepping every tick they found the energy at the level that ran twice what the
+    model said; on an H200 that turned a 3-5 % saving into "85 % more than the top clock".
+    They now judge the meter's power over the tick, which spreads each step over its time."""
+    factors = []
+    for every in (1, 2):
+        folder = tmp_path / f"every-{every}"
+        folder.mkdir()
+        runner, _, path = make_runner(folder, [2])
+        energy = path.parent.parent / "hwmon/hwmon0/energy1_input"
+        for k in range(400):  # 5 W either way
+            energy.write_text(f"{1_000_000 + (k // every) * every * 250_000}\n")
+            runner.tick(k * PERIOD_S, PERIOD_S, [Frame(8.0), Frame(8.0)])
+        assert runner.savings.ran.count > 100
+        assert runner.energy_j == pytest.approx(399 // every * every * 0.25, rel=0.01)
+        factors.append(runner.savings.ran.factor)
+    assert factors[1] == pytest.approx(factors[0], rel=0.05)

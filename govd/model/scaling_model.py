@@ -30,7 +30,15 @@ mandatory); learned away per level as levels are visited."""
 MEMORY_SHARE = 0.15
 """Prior share of busy power that goes with the memory clock (two clock domains)."""
 SHAPE_VAR0 = 0.25
-"""Prior variance of a level's log power offset from the prior shape (±50 %)."""
+"""Prior variance of a level's log power offset from the prior shape (±50 %), the part shared
+smoothly with its neighbours."""
+SHAPE_NUGGET = 0.05**2
+"""Prior variance of a level's own log power offset, apart from the smooth part (±5 %): a
+GPU's voltage steps at some clocks and not at others, so two neighbouring levels of a fine grid
+may differ by a few percent that say nothing of the levels further away. Without it a bump
+measured between two levels 0.5 % of clock apart read as a steep slope of the smooth shape and
+lifted every unvisited level below to the top's power, erasing the predicted saving
+(tests/test_model_scaling.py)."""
 SHAPE_Q = 1e-5
 """Variance added to every level's offset per learned pair: the shape may drift (temperature)."""
 SHAPE_NOISE = 0.02**2
@@ -286,17 +294,19 @@ class ScalingModel:
                 "shape_updates": int(sc[s.SHAPE_UPDATES]), "work_slots_made": int(sc[s.SLOTS_MADE])}
 
 
-def _smooth_prior(lv: FloatArray, two: bool, var0: float) -> FloatArray:
-    """Prior covariance of the per-level log power offsets: variance ``var0``, correlation
-    exp(−d²/2ℓ²) with d the distance in log clock (both clocks with two domains) and ℓ a third
-    of the table's log range, so that what one pair of levels teaches carries to their
-    neighbours and fades with distance."""
+def _smooth_prior(lv: FloatArray, two: bool, var0: float,
+                  nugget: float = SHAPE_NUGGET) -> FloatArray:
+    """Prior covariance of the per-level log power offsets: a smooth part of variance
+    ``var0`` with correlation exp(−d²/2ℓ²), d the distance in log clock (both clocks with two
+    domains) and ℓ a third of the table's log range, so that what one pair of levels teaches
+    carries to their neighbours and fades with distance; plus each level's own variance
+    ``nugget`` (`SHAPE_NUGGET`), which what is learned at one level does not carry."""
     logs = [np.log(lv[s.CORE])] + ([np.log(lv[s.MEM])] if two else [])
     d2 = np.zeros((lv.shape[1], lv.shape[1]))
     for x in logs:
         ell = max(float(np.ptp(x)) / 3.0, 0.05)
         d2 += ((x[:, None] - x[None, :]) / ell) ** 2
-    prior: FloatArray = var0 * np.exp(-0.5 * d2)
+    prior: FloatArray = var0 * np.exp(-0.5 * d2) + nugget * np.eye(lv.shape[1])
     # A pair of ticks measures a *difference* of offsets; their common level is only held by
     # the prior, so visited levels drifted together away from unvisited ones (half of every
     # innovation went to each end), and the monotone clamp then lifted the top to an unvisited

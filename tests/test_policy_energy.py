@@ -299,3 +299,64 @@ def test_without_a_spread_the_first_least_energy_level_inside_the_limit_is_chose
                    predicted=predictions(levels, time_ms=list(time_ms),
                                          energy_mj=list(energy_mj), ready=True))
     assert EnergyPolicy().decide(view) == levels - 3
+
+
+FINE_MHZ = np.arange(1005.0, 1980.1, 15.0)
+"""An NVML-like grid: 66 graphics clocks 15 MHz apart (0.8-1.5 % of clock)."""
+
+
+def _fine_view(time_ratio, sd, target, noise=0.01):
+    """The scaling form's view over `FINE_MHZ` at the top clock: time ``time_ratio`` × the top's
+    at each level (a function of the clock ratio f / f_top), energy falling with the clock,
+    spread ``sd`` below the top."""
+    ratio = FINE_MHZ / FINE_MHZ[-1]
+    time_ms = np.asarray(time_ratio(ratio), dtype=float)
+    sd_top = np.full(FINE_MHZ.size, sd)
+    sd_top[-1] = 0.0
+    return outlook(FINE_MHZ, current=FINE_MHZ.size - 1, target=target, tick=100, busy=1.0,
+                   time_error=0.01,
+                   predicted=predictions(FINE_MHZ.size, time_ms=time_ms,
+                                         power_w=[1.0] * FINE_MHZ.size, energy_mj=ratio**2,
+                                         sd_now=sd_top, sd_top=sd_top, time_noise=noise,
+                                         ready=True, spread_from_pairs=True))
+
+
+def _probes(policy, v, ticks=40):
+    top = v.hi
+    return [level for level in (policy.decide(v) for _ in range(ticks)) if level != top]
+
+
+def test_probes_step_down_the_clock_by_a_share_of_it_not_by_one_level_of_a_fine_grid() -> None:
+    """Issue #24: one level of a fine grid (15 MHz, under 1 % of clock) changes a unit's time
+    by less than its noise, so a probe there teaches nothing and the choice crept down 15 MHz a
+    probe (the H200 run). A probe goes to the highest level at least a quarter of the budget
+    (log 1.1 / 4: 2.4 %) below, under a frame rate at least `CLOCK_STEP` (5 %) below."""
+    from govd.policy.energy import CLOCK_STEP
+
+    vague = _fine_view(lambda r: 1.0 / r, 0.5, Target(max_slowdown=0.10))
+    probes = _probes(EnergyPolicy(probe_ticks=2), vague)
+    assert probes, "a model that knows nothing below the top must probe"
+    step = math.log1p(0.10) / 4.0
+    first = int(np.flatnonzero(FINE_MHZ <= FINE_MHZ[-1] * (1.0 - step))[-1])
+    assert set(probes) == {first}
+    assert FINE_MHZ[first] < FINE_MHZ[-2]  # not the level next to the top
+
+    frame = _fine_view(lambda r: 10.0 / r, 0.5, Target(fps=50.0))
+    probes = _probes(EnergyPolicy(probe_ticks=2), frame)
+    assert probes and all(FINE_MHZ[p] <= FINE_MHZ[-1] * (1.0 - CLOCK_STEP) for p in probes)
+
+
+def test_a_level_physics_puts_inside_the_budget_is_probed_though_the_model_says_too_slow() -> None:
+    """Issue #24: near the top a unit's time grows at most as 1/f, so the rung 2.4 % of clock
+    below the top is within a 10 % budget whatever the work. A model that has seen no lower
+    clock may call it 1.5x slower (its prior, or work it confuses); without the bound it would
+    wait at the top for evidence it never gets."""
+    pessimist = _fine_view(lambda r: np.where(r < 1.0, 1.5, 1.0), 0.1, Target(max_slowdown=0.10))
+    assert _probes(EnergyPolicy(probe_ticks=2), pessimist)
+    # the bound is the 1/f of the clock plus the noise of a ratio (√2 × the per-unit noise):
+    # where the two exceed the budget (2.3 % + 8.5 % > 9.5 %), the model's word stands
+    noisy = _fine_view(lambda r: np.where(r < 1.0, 1.5, 1.0), 0.1, Target(max_slowdown=0.10),
+                       noise=0.06)
+    assert not _probes(EnergyPolicy(probe_ticks=2), noisy)
+    # the bound serves probes only: the choice itself still needs the model's confidence
+    assert EnergyPolicy(probe_ticks=0).decide(pessimist) == FINE_MHZ.size - 1

@@ -36,28 +36,14 @@ within [1/4, 4] and starts at 1.
 
 A model only learns how time scales with frequency from ticks where the frequency changed; a
 policy that holds one level never teaches it. So after ``probe_ticks`` ticks at one level the
-policy runs one tick a rung lower, but only where the model does not already call that rung
+policy runs one tick a level lower, but only where the model does not already call that level
 infeasible with confidence (where it gives its uncertainty: the predicted time less
 ``confidence`` standard deviations of what it does not know meets the target; else the
 predicted time itself) and predicts it to save energy: a probe into a level known to be too
-slow is a violation bought for nothing. Rungs are counted in clock, not in levels
-(`_rungs`): from the highest allowed level down, each the highest level at least
-``CLOCK_STEP`` of clock below the one before (under a slowdown target at most a quarter of the
-budget, so that a few rungs lie inside it). On a coarse table every level is a rung; on a fine
-grid (NVML's 15 MHz steps are 0.8 % of a 1980 MHz clock) a step of one level changes a unit's
-time by less than its noise and a probe there teaches the model nothing. Under a slowdown
-target a rung is also worth probing when physics alone puts it inside the budget, whatever the
-model knows: a unit's time grows at most as 1/f of each clock (`_physical_log_slowdown`), so
-with the noise of a measured ratio added the probe cannot miss by more than that noise. A
-model that has seen no lower clock calls every lower level uncertain, and a governor that waited
-for evidence at the top would never get any. Only probes lean on the bound; a choice needs the
-model's own confidence (measured tables break the bound at some clocks: SYnergy's V100 kernels
-run up to 14 % slower than 1/f at a few of its 187 clocks).
-
-With a model that says what it knows, a probe that leaves the choice as it was doubles the wait
-before the next one (up to 64 × ``probe_ticks``); a new choice starts it afresh. The seed form
-does not say, and learns how its work scales only from such probes: it keeps probing every
-``probe_ticks``.
+slow is a violation bought for nothing. With a model that says what it knows, a probe that
+leaves the choice as it was doubles the wait before the next one (up to 64 × ``probe_ticks``);
+a new choice starts it afresh. The seed form does not say, and learns how its work scales only
+from such probes: it keeps probing every ``probe_ticks``.
 
 Under a slowdown target the work may change before the next tick, and the level chosen for the
 work that ran then runs the next (a memory-bound kernel's cheapest level, a low core clock, can
@@ -112,12 +98,6 @@ MAX_PRICE = 1000.0
 energy: none does)."""
 PRICE0 = 5.0
 """Starting price: a level with a 5 % chance of a miss must save a quarter of the energy."""
-CLOCK_STEP = 0.05
-"""Least share of clock between two rungs of the probes' ladder (`EnergyPolicy._rungs`): a
-compute-bound unit's time then moves 5 %, above the 1-3 % noise of a measured ratio."""
-RUNGS_IN_BUDGET = 4.0
-"""Under a slowdown target the rungs are at most log(1 + budget) / this apart, so that a few
-lie inside the budget (a 10 % budget: 2.4 % of clock)."""
 
 
 class EnergyPolicy:
@@ -191,8 +171,6 @@ class EnergyPolicy:
         self._last_level = -1
         self._price = PRICE0
         self._spreads: tuple[np.ndarray, np.ndarray] | None = None
-        self._rung_key: tuple[float, ...] = ()
-        self._rung_mask = np.ones(0, dtype=bool)
 
     @staticmethod
     def inert_parameters(spread_from_pairs: bool, frame_rate: bool) -> frozenset[str]:
@@ -244,8 +222,7 @@ class EnergyPolicy:
             self._level, self._steady = choice, 0
             self._wait = self.probe_ticks
         if self.probe_ticks and self._steady >= self._wait:
-            probe = (self._below(view, choice) if view.mem_levels_mhz is None
-                     else self._neighbour(view, choice))
+            probe = choice - 1 if view.mem_levels_mhz is None else self._neighbour(view, choice)
             if probe >= view.lo and self._worth_probing(view, probe, choice):
                 self._steady = 0
                 if self._spreads is not None:
@@ -255,38 +232,10 @@ class EnergyPolicy:
             # work the model does not know yet (a new kernel): learn it now, while it runs.
             # One clock domain only: over (core, memory) pairs such probes were measured to
             # cost violations (3.8 % on the GTX 1080 Ti pairs) for no saving.
-            probe = self._below(view, choice)
-            if (probe >= view.lo and self._unknown(view, probe)
-                    and self._worth_probing(view, probe, choice)):
+            probe = choice - 1
+            if self._unknown(view, probe) and self._worth_probing(view, probe, choice):
                 return probe
         return choice
-
-    def _rungs(self, view: Outlook) -> np.ndarray:
-        """Per allowed level (``lo``..``hi``), whether it is a rung of the probes' ladder: the
-        highest allowed level, then from the top down each level at least ``CLOCK_STEP`` of
-        clock (under a slowdown target at most log(1 + budget) / ``RUNGS_IN_BUDGET``) below
-        the rung before. One domain only: pairs step along each clock in turn
-        (`_neighbour`)."""
-        step = CLOCK_STEP
-        if view.target.max_slowdown is not None:
-            step = min(step, math.log1p(view.target.max_slowdown) / RUNGS_IN_BUDGET)
-        key = (view.lo, view.hi, view.levels_mhz.size, float(view.levels_mhz[view.hi]), step)
-        if key != self._rung_key:
-            clocks = view.levels_mhz[view.lo:view.hi + 1]
-            rungs = np.zeros(clocks.size, dtype=bool)
-            rungs[-1] = True
-            last = float(clocks[-1])
-            for k in range(clocks.size - 2, -1, -1):
-                if clocks[k] <= last * (1.0 - step) * (1.0 + 1e-12):
-                    rungs[k] = True
-                    last = float(clocks[k])
-            self._rung_key, self._rung_mask = key, rungs
-        return self._rung_mask
-
-    def _below(self, view: Outlook, level: int) -> int:
-        """The highest rung below ``level``; ``lo`` − 1 where there is none."""
-        below = np.flatnonzero(self._rungs(view)[:max(level - view.lo, 0)])
-        return view.lo + int(below[-1]) if below.size else view.lo - 1
 
     def _unknown(self, view: Outlook, probe: int) -> bool:
         """Whether the model's uncertainty about ``probe``'s time, beyond the noise every
@@ -320,12 +269,6 @@ class EnergyPolicy:
             assert view.target.max_slowdown is not None
             fastest = float(t[view.hi]) if self._spreads is not None else float(
                 t[view.lo:view.hi + 1].min())
-            if math.isfinite(p.time_noise):
-                # time grows at most as 1/f: inside the budget by physics, whatever the model
-                # knows yet, but for the noise of the ratio that will measure it
-                bound = float(_physical_log_slowdown(view)[probe - view.lo])
-                optimistic = min(optimistic, fastest * math.exp(
-                    bound + math.sqrt(2.0) * p.time_noise))
             if optimistic > (1.0 + view.target.max_slowdown) * fastest:
                 return False
         if self._spreads is None:
@@ -518,23 +461,6 @@ class EnergyPolicy:
         self._steady = 0
         self._probes = 0
         self._wait = self.probe_ticks
-
-
-def _physical_log_slowdown(view: Outlook) -> np.ndarray:
-    """Per allowed level, the most a unit's time can grow against the highest allowed level, in
-    log time, whatever the work: a unit's time is a sum of parts, each bound by one clock or by
-    none, so it grows at most as 1/f of each clock: log(f_hi / f), the larger of the two
-    clocks' ratios with two domains. Infinite where the highest allowed level is not the
-    fastest in both clocks (no bound then)."""
-    lo, hi = view.lo, view.hi
-    cores = view.levels_mhz[lo:hi + 1]
-    worst = np.log(cores[-1] / cores)
-    if view.mem_levels_mhz is not None:
-        mems = view.mem_levels_mhz[lo:hi + 1]
-        worst = np.maximum(worst, np.log(mems[-1] / mems))
-    if worst.min() < 0.0:
-        return np.full(worst.size, np.inf)
-    return worst
 
 
 def _ratio_spreads(p: Predictions) -> tuple[np.ndarray, np.ndarray] | None:

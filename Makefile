@@ -58,8 +58,8 @@ kernels:
 
 # pytest exits 5 when it collected nothing: for us that is a failure, never a pass. The setup
 # installed umockdev, so the udev tests must run here, not skip. One pytest-xdist worker per
-# CPU; tests/conftest.py says what that asks of a test. (Not --dist loadgroup: with pytest 9.2
-# xdist 3.8 no longer groups by xdist_group, silently.)
+# CPU, and one more for the containers; tests/conftest.py says what that asks of a test. (Not
+# --dist loadgroup: with pytest 9.2 xdist 3.8 no longer groups by xdist_group, silently.)
 test: setup
 	$(PY) -m ruff check govd tests bench
 	@GOVD_REQUIRE_UMOCKDEV=1 $(PY) -m pytest -n auto; rc=$$?; \

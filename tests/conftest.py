@@ -5,7 +5,9 @@ may run beside any other, in another process: a test keeps what it writes under 
 `tmp_path` (or a folder it makes with `tempfile`), binds port 0 or a socket in its own folder,
 and changes the environment, logging or a module's globals only through `monkeypatch`/`caplog`.
 The one thing the workers share is the staged `make install` (`staged_install`), built once
-per run; its users run on one worker (`pytest_xdist_make_scheduler`).
+per run; its users run on one worker, first, and where the containers can run `-n auto` starts
+one worker more than there are CPUs for them (`pytest_xdist_make_scheduler`,
+`pytest_xdist_auto_num_workers`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from tests.installing import SharedStage, StagedInstall
 STAGE_USERS = ("tests/pid1/", "tests/test_install.py::")
 """Where the tests that use `staged_install` live (what `StageFirst` knows of them: the
 controller sees test ids only, never their fixtures)."""
+STAGE_UNIT = "staged_install"
+"""The one unit of work `StageFirst` makes of them."""
 
 
 def _uses_the_stage(item: pytest.Item) -> bool:
@@ -55,9 +59,29 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         field pytest dropped.)"""
 
         def _split_scope(self, nodeid: str) -> str:
-            return "staged_install" if nodeid.startswith(STAGE_USERS) else nodeid.split("::")[0]
+            return STAGE_UNIT if nodeid.startswith(STAGE_USERS) else nodeid.split("::")[0]
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # xdist orders the units by their number of tests, and a dozen modules have more
+            # than the stage's users: first means first, not where its size puts it.
+            if STAGE_UNIT in self.workqueue:
+                self.workqueue.move_to_end(STAGE_UNIT, last=False)
+            super()._assign_work_unit(node)
 
     return StageFirst(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto`: one worker per CPU, and one more for the worker that boots the containers
+    (tests/pid1) when they can run here: for its ~140 s it mostly waits on systemd in them,
+    and a CPU-bound suite then has a CPU idle. PYTEST_XDIST_AUTO_NUM_WORKERS still decides."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or config.option.numprocesses != "auto":
+        return None
+    from tests.pid1.container import why_no_container
+
+    cpus = len(os.sched_getaffinity(0))
+    return cpus + 1 if why_no_container() is None else None
 
 
 @pytest.fixture(scope="session")

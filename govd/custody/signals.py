@@ -35,12 +35,13 @@ class SignalFlags:
         else:
             self.stop = signum
 
-    def wait(self, timeout_s: float, fd: int | None = None) -> bool:
+    def wait(self, timeout_s: float, *fds: int | None) -> list[int]:
         """Sleep up to ``timeout_s`` (s, wall clock); returns early when a signal arrives, or
-        when ``fd`` (if given) is readable. Returns whether ``fd`` is readable."""
+        when one of ``fds`` (None: not watched) is readable. Returns those readable."""
+        watched = [fd for fd in fds if fd is not None]
         if timeout_s > 0:
-            readable = select.select(self._alone if fd is None else [self._read_fd, fd], [], [],
-                                     timeout_s)[0]
+            readable = select.select([self._read_fd, *watched] if watched else self._alone,
+                                     [], [], timeout_s)[0]
         else:
             readable = self._alone  # no wait: look at the pipe anyway, a flag may be set
         if self._read_fd in readable:
@@ -48,7 +49,7 @@ class SignalFlags:
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._read_fd, 512):
                     pass
-        return fd is not None and fd in readable
+        return [fd for fd in watched if fd in readable]
 
     def close(self) -> None:
         """Put the previous handlers back and close the pipe."""

@@ -364,8 +364,11 @@ class Daemon:
         if now_s is time.monotonic:  # nothing to convert: wait the loop time itself
             wait_s: Callable[[float], None] = functools.partial(self._wait, signals)
         else:
+            def wait_wall_s(wall_s: float, wake_fd: int | None = None) -> None:
+                self._wait(signals, wall_s, wake_fd)
+
             def wait_s(loop_s: float) -> None:
-                clock.wait(loop_s, lambda wall_s: self._wait(signals, wall_s))
+                clock.wait(loop_s, wait_wall_s)
         self._scheduler = scheduler = DeadlineScheduler(
             self.config.period_ms / 1000.0, now_s, wait_s)
         speed = clock.speed
@@ -405,22 +408,25 @@ class Daemon:
         if signals.stop is not None:
             log.info("signal %d: stopping", signals.stop)
 
-    def _wait(self, signals: SignalFlags, wall_s: float) -> None:
-        """Wait ``wall_s`` for the next deadline (less on a signal), moving frames from the
-        socket into the source's queue as they arrive: the kernel holds only ~10 datagrams."""
+    def _wait(self, signals: SignalFlags, wall_s: float, clock_fd: int | None = None) -> None:
+        """Wait ``wall_s`` for the next deadline (less on a signal, or once ``clock_fd``, the
+        simulated clock's, says loop time moved), moving frames from the socket into the
+        source's queue as they arrive: the kernel holds only ~10 datagrams."""
         source = self.source
         if not self.idle.idle and 0 < self._frames_last_tick < self._poll_from_frames:
             source = None  # frames flow, and a tick's worth fits the kernel's queue: no wake-ups
         deadline_s = time.monotonic() + wall_s
         while True:
             fd = source.wake_fd() if source is not None else None
-            if signals.wait(wall_s, fd):
+            readable = signals.wait(wall_s, fd, clock_fd)
+            if fd is not None and fd in readable:
                 assert source is not None
                 if source.receive(RECEIVE_BATCH, until_s=deadline_s) and self.idle.idle:
                     self._woken = True
                     return
             wall_s = deadline_s - time.monotonic()
-            if fd is None or wall_s <= 0 or signals.stop is not None or signals.reload:
+            if (fd is None or wall_s <= 0 or signals.stop is not None or signals.reload
+                    or (clock_fd is not None and clock_fd in readable)):
                 return
 
     def _tick(self, tick: Tick) -> None:

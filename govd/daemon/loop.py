@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 TICK_HISTORY = 4096
 """Ticks kept for the jitter and CPU statistics."""
@@ -21,6 +22,13 @@ ON_TIME_S = 1e-9
 """A time within this of a deadline counts as the deadline: deadlines are sums of float
 periods (0.05 s is not exact in binary), and a clock that moves in exact steps (the simulated
 GPU's, `govd.sim.clock`) reaches them a rounding error early or late. Units: s."""
+
+
+class WallWait(Protocol):
+    """How a clock waits on the wall clock: up to ``wall_s`` (s), less on a signal, or once
+    ``wake_fd`` (if given) is readable."""
+
+    def __call__(self, wall_s: float, wake_fd: int | None = None) -> None: ...
 
 
 class Clock:
@@ -45,10 +53,11 @@ class Clock:
         """How long ``duration_s`` of loop time lasts on the wall clock. Units: s."""
         return duration_s / self.speed
 
-    def wait(self, duration_s: float, wait_wall_s: Callable[[float], None]) -> None:
+    def wait(self, duration_s: float, wait_wall_s: WallWait) -> None:
         """Let ``duration_s`` of loop time pass by waiting its wall-clock length with
         ``wait_wall_s`` (which may return early, on a signal). A simulated clock overrides this
-        to advance its own time instead of sleeping."""
+        to wait for its own time instead (`govd.sim.clock.SimClock`: until the simulated GPU
+        says it moved)."""
         wait_wall_s(self.to_wall_s(duration_s))
 
 

@@ -166,8 +166,10 @@ def test_unreadable_datagram_queue_length_falls_back_to_the_kernel_default(tmp_p
     assert datagram_queue_len(str(tmp_path / "missing")) == 10
 
 
-def _one_datagram_wait(short_dir: Path, frames_last_tick: int, idle: bool) -> tuple[float, int]:
-    """Wait 0.2 s in the daemon's wait with one datagram queued; (s waited, frames received)."""
+def _one_datagram_wait(short_dir: Path, frames_last_tick: int, idle: bool,
+                       clock_fd: int | None = None, datagrams: int = 1) -> tuple[float, int]:
+    """Wait 0.2 s in the daemon's wait with one datagram queued (or ``datagrams``), watching
+    ``clock_fd`` too; (s waited, frames received)."""
     from govd.custody.signals import SignalFlags
     from govd.sources.socket import SocketSource
 
@@ -179,9 +181,10 @@ def _one_datagram_wait(short_dir: Path, frames_last_tick: int, idle: bool) -> tu
         daemon.source = source
         daemon._frames_last_tick = frames_last_tick
         daemon.idle.idle = idle
-        sender.sendto(b"F 8000\n", str(short_dir / "f.sock"))
+        for _ in range(datagrams):
+            sender.sendto(b"F 8000\n", str(short_dir / "f.sock"))
         start = time.monotonic()
-        daemon._wait(signals, 0.2)
+        daemon._wait(signals, 0.2, clock_fd)
         waited_s = time.monotonic() - start
         return waited_s, len(source._queue)
     finally:
@@ -206,6 +209,22 @@ def test_no_frames_last_tick_or_many_keep_the_socket_in_the_wait_set(short_dir):
 def test_a_datagram_ends_the_idle_wait_at_once(short_dir):
     waited_s, received = _one_datagram_wait(short_dir, 0, idle=True)
     assert received == 1 and waited_s < 0.1
+
+
+def test_the_simulated_clock_moving_ends_the_wait_at_once_with_the_socket_watched(short_dir):
+    """The simulated GPU's FIFO (`govd.sim.clock`) ends the wait: loop time moved, the
+    scheduler looks at it, while the socket alone would keep the wait to its deadline."""
+    import os
+
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, b"\0")
+        waited_s, received = _one_datagram_wait(short_dir, 0, idle=False, clock_fd=read_fd,
+                                                datagrams=0)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+    assert received == 0 and waited_s < 0.1
 
 
 def test_a_reload_while_idling_wakes_the_loop_under_the_new_configuration(short_dir):

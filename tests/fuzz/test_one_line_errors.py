@@ -8,6 +8,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,18 +116,24 @@ def test_endless_demo_stops_on_sigterm_without_waiting_for_its_duration(tmp_path
     import signal
     import time
 
-    demo = subprocess.Popen([sys.executable, "-m", "govd", "run", "--sim", "--speed", "100",
-                             "--duration-s", "inf"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert demo.stdout is not None
-    lines = 0
-    for line in demo.stdout:  # three status lines (wall seconds): the daemon governs
-        lines += line.startswith("[") and "govd-sim0" in line
-        if lines == 3:
-            break
-    demo.send_signal(signal.SIGTERM)
-    stopped = time.monotonic()
-    out, _ = demo.communicate(timeout=60)
-    assert demo.returncode == 0, out
-    assert time.monotonic() - stopped < 40 and "device restored: yes" in out
+    # the user's TMPDIR, honoured, and left empty (not under tmp_path: the demo's socket
+    # paths must stay under the 108 bytes of a unix socket's address)
+    with tempfile.TemporaryDirectory(prefix="govd-tmpdir-") as folder:
+        scratch = Path(folder)
+        demo = subprocess.Popen([sys.executable, "-m", "govd", "run", "--sim", "--speed", "100",
+                                 "--duration-s", "inf"], cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": folder})
+        assert demo.stdout is not None
+        assert f"simulated GPU under {scratch}/govd-sim-" in demo.stdout.readline()
+        lines = 0
+        for line in demo.stdout:  # three status lines (wall seconds): the daemon governs
+            lines += line.startswith("[") and "govd-sim0" in line
+            if lines == 3:
+                break
+        demo.send_signal(signal.SIGTERM)
+        stopped = time.monotonic()
+        out, _ = demo.communicate(timeout=60)
+        assert demo.returncode == 0, out
+        assert time.monotonic() - stopped < 40 and "device restored: yes" in out
+        assert list(scratch.iterdir()) == []

@@ -1,10 +1,10 @@
 """govd installed by `make install` into a container booted by a real systemd, governing the
 simulated devfreq GPU (see container.py for how the container is made).
 
-One container per test session: the staged install is built once (`make install DESTDIR=...`,
-the `staged_install` fixture, shared with tests/test_install.py), the container boots in about
-a second, and each test starts from govd active under the shipped units plus the simulator
-drop-in, with the test configuration and no other drop-in.
+One container for the tests of this folder: the staged install is built once (`make install
+DESTDIR=...`, the `staged_install` fixture, shared with tests/test_install.py), the container
+boots in about a second, and each test starts from govd active under the shipped units plus
+the simulator drop-in, with the test configuration and no other drop-in.
 """
 
 from __future__ import annotations
@@ -74,9 +74,11 @@ def installed(stage: Path, log_path: Path) -> Container:
     return box
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def machine(stage: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Container]:
-    """The booted container with govd installed and the simulator running, halted at the end."""
+    """The booted container with govd installed and the simulator running, halted after the
+    last test of tests/pid1: not at the end of the session, or its govd and simulator tick on
+    for the rest of the worker's run (~10 s of CPU in a `make test`)."""
     box = installed(stage, tmp_path_factory.mktemp("container") / "console.log")
     try:
         yield box

@@ -65,15 +65,21 @@ kernels:
 # afterwards even when interrupted: the simulated GPUs rename their sysfs files every tick,
 # which on an ext4 /tmp costs system CPU and disk writes. Not where /dev/shm is noexec (the
 # staged install runs from there) or has under 2 GiB free (the suite's peak: 0.43 GiB).
+# Python's bytecode is cached even where PYTHONDONTWRITEBYTECODE is set (a pytest run starts
+# ~400 Pythons, each compiling govd afresh without a cache, and each worker rewrites every
+# test module's asserts again): in the scratch folder (PYTHONPYCACHEPREFIX, made 0700 before
+# the scratch is opened to all, so that no other user can plant bytecode there), or in the
+# checkout's ignored __pycache__ folders when TMPDIR is set.
 test: setup
 	$(PY) -m ruff check govd tests bench
 	@scratch=; \
 	if [ -z "$${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] && $(PY) -c 'import os, sys; \
 	  s = os.statvfs("/dev/shm"); sys.exit(s.f_flag & os.ST_NOEXEC or s.f_bavail * s.f_frsize < 2 << 30)'; then \
-	  scratch=$$(mktemp -d /dev/shm/govd-test.XXXXXX) && chmod 1777 "$$scratch" && export TMPDIR="$$scratch"; \
+	  scratch=$$(mktemp -d /dev/shm/govd-test.XXXXXX) && mkdir -m 700 "$$scratch/pycache" && \
+	  chmod 1777 "$$scratch" && export TMPDIR="$$scratch" PYTHONPYCACHEPREFIX="$$scratch/pycache"; \
 	  trap 'rm -rf "$$scratch"' EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; \
 	fi; \
-	GOVD_REQUIRE_UMOCKDEV=1 $(PY) -m pytest -n auto; rc=$$?; \
+	unset PYTHONDONTWRITEBYTECODE; GOVD_REQUIRE_UMOCKDEV=1 $(PY) -m pytest -n auto; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 lint: setup

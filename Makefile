@@ -112,19 +112,22 @@ UNITDIR      ?= /etc/systemd/system
 SYSUSERSDIR  ?= /usr/lib/sysusers.d
 TMPFILESDIR  ?= /usr/lib/tmpfiles.d
 CONFDIR      ?= /etc/govd
+INSTALL_ENV  := env -u PYTHONPYCACHEPREFIX
 
 install: setup
 	@# The unit's ProtectHome=yes hides /home, /root and /run/user from govd: a venv whose base
 	@# interpreter lives there (pyenv, a user's own Python) could not even start (203/EXEC).
 	@base=$$($(PYTHON) -c 'import sys; print(sys.base_prefix)'); case "$$base/" in \
 	  /home/*|/root/*|/run/user/*) echo "govd install: $(PYTHON) lives in $$base, which the service cannot see (ProtectHome=yes); use PYTHON=/usr/bin/python3" >&2; exit 1;; esac
-	test -x $(DESTDIR)$(APPDIR)/bin/python || $(PYTHON) -m venv $(DESTDIR)$(APPDIR)
-	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q --upgrade pip
-	$(DESTDIR)$(APPDIR)/bin/python -m pip install -q '.[metrics]'
+	@# pip compiles the installed sources' bytecode beside them, not under a PYTHONPYCACHEPREFIX
+	@# (make test sets one): the service cannot write /opt, and would compile govd at each start.
+	test -x $(DESTDIR)$(APPDIR)/bin/python || $(INSTALL_ENV) $(PYTHON) -m venv $(DESTDIR)$(APPDIR)
+	$(INSTALL_ENV) $(DESTDIR)$(APPDIR)/bin/python -m pip install -q --upgrade pip
+	$(INSTALL_ENV) $(DESTDIR)$(APPDIR)/bin/python -m pip install -q '.[metrics]'
 	@# in the installed package, from its own sources (a failure only costs numba's JIT), or
 	@# taken from this checkout's `make setup` when built from the same sources (same digest:
 	@# sources and NumPy version); -I: a PYTHONPATH naming a checkout would build its kernels
-	-@cd / && NUMBA_CACHE_DIR=$$(mktemp -d) sh -c '$(DESTDIR)$(APPDIR)/bin/python -I -m govd.kernels.build --reuse $(CURDIR)/govd/model; \
+	-@cd / && NUMBA_CACHE_DIR=$$(mktemp -d) $(INSTALL_ENV) sh -c '$(DESTDIR)$(APPDIR)/bin/python -I -m govd.kernels.build --reuse $(CURDIR)/govd/model; \
 	  rc=$$?; rm -rf "$$NUMBA_CACHE_DIR"; exit $$rc' || \
 	  echo "govd install: kernels not compiled ahead of time; govd will use numba's JIT (it says so at start)"
 	@# pip writes the venv's own path into its scripts' #! lines; staged, that is the DESTDIR

@@ -44,6 +44,11 @@ def test_install_lays_out_service_and_uninstall_reverses_it(
                              capture_output=True, text=True, timeout=120, env=alone, cwd=tmp_path)
     assert kernels.stdout.startswith("compiled ahead of time"), kernels.stdout + kernels.stderr
     assert not list((stage / "opt/govd").rglob("*.nbi"))
+    # ... and its bytecode beside its sources, though `make test` caches the tests' bytecode
+    # elsewhere (PYTHONPYCACHEPREFIX): the service cannot write /opt, and would compile govd
+    # at every start
+    site = next((stage / "opt/govd/lib").glob("python3*/site-packages"))
+    assert list((site / "govd/model/__pycache__").glob("*.pyc"))
     # The staged venv runs once in place at /opt/govd: no script points back into the stage.
     assert (stage / "opt/govd/bin/govd").read_text().startswith("#!/opt/govd/bin/python\n")
     assert not subprocess.run(["grep", "-rlI", str(staged_install.folder),

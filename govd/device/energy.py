@@ -14,7 +14,12 @@ four habits, each handled here so no negative, huge or NaN-poisoned energy reach
   or counted twice;
 - they stall (firmware stops updating): not moving for `STALL_S` is a stall; power falls back to
   the samples and, when the counter moves again, it starts afresh instead of spreading a stale
-  delta.
+  delta;
+- their updates jitter: a counter that steps every ~100 ms is sometimes seen to move at two
+  ticks in a row, and the second step, ~100 ms of energy, spread over the 50 ms since the first,
+  reads as twice the power (1337 W on a 700 W H200, enough to double the model's energy at the
+  top clock). A step is spread over at least the counter's usual update period (the median
+  spacing of its last `PERIOD_MOVES` movements); the energy counted is the step itself.
 
 A jump implying more than ``max_power_w`` is treated like a reset.
 """
@@ -22,6 +27,8 @@ A jump implying more than ``max_power_w`` is treated like a reset.
 from __future__ import annotations
 
 import math
+import statistics
+from collections import deque
 
 STALL_S = 1.0
 """A counter that has not moved for this long is stalled: at least ten of NVML's slowest update
@@ -31,6 +38,9 @@ MAX_POWER_W = 5000.0
 glitch or a reset, not energy. Units: W."""
 WRAPS_MJ = (2**32 / 1000, 2**32, 2**64 / 1000, 2**64)
 """Where counters wrap: 32 or 64 bits of µJ (hwmon) or mJ (NVML). Units: mJ."""
+PERIOD_MOVES = 8
+"""Movements of the counter whose spacing gives its usual update period (their median: one
+late or early update moves it not at all)."""
 
 
 class EnergyMeter:
@@ -55,13 +65,23 @@ class EnergyMeter:
         self._last_change_s = math.nan
         self._last_energy_mj = math.nan
         self._stalled = False
+        self._spacings: deque[float] = deque(maxlen=PERIOD_MOVES)
 
     def reset(self) -> None:
         """Forget the counter's history (the next energy reading starts afresh)."""
         self._last_change_s = math.nan
         self._last_energy_mj = math.nan
         self._stalled = False
+        self._spacings.clear()
         self.tick_energy_mj = math.nan
+
+    @property
+    def update_period_s(self) -> float:
+        """The counter's usual update period: the median spacing of its recent movements (0
+        before three). Units: s."""
+        if len(self._spacings) < 3:
+            return 0.0
+        return float(statistics.median(self._spacings))
 
     def update(
         self, time_s: float, energy_mj: float = math.nan, power_w: float = math.nan
@@ -97,7 +117,9 @@ class EnergyMeter:
             return power_w
         self._mark(time_s, energy_mj)
         self.tick_energy_mj = delta_mj
-        return delta_mj / elapsed_s / 1000.0
+        spread_s = max(elapsed_s, self.update_period_s)
+        self._spacings.append(elapsed_s)
+        return delta_mj / spread_s / 1000.0
 
     def _unwrapped(self, delta_mj: float, elapsed_s: float) -> float:
         """The step of a counter that went backwards by ``-delta_mj``, assuming the first wrap

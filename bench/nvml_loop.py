@@ -173,7 +173,7 @@ def live(kind: str, device: NvmlDevice, folder: Path, out: Path, run_s: float,
     policy, steps sent to its socket, the run recorded)."""
     stats = folder / f"stats-{kind}.json"
     result: dict[str, Any] = {}
-    daemon = notify = None
+    daemon = notify = log = None
     sock = None
     try:
         if kind != "default":
@@ -185,9 +185,13 @@ def live(kind: str, device: NvmlDevice, folder: Path, out: Path, run_s: float,
                       else _config(folder, [], fixed_mhz or 0.0))
             record = (["--record", str(out / f"trace-{_slug(device.product)}-govd.csv")]
                       if kind == "govd" else [])
+            # govd's own lines (its journal summaries: the saving it estimates) kept beside
+            # the trace, for the energy policy's run
+            log = (out / f"log-{_slug(device.product)}-govd.txt").open("w") if kind == "govd" \
+                else None
             daemon = subprocess.Popen(
                 [sys.executable, "-m", "govd", "run", "--config", str(config), *record],
-                env={**_env(), "NOTIFY_SOCKET": str(notify_path)}, text=True)
+                env={**_env(), "NOTIFY_SOCKET": str(notify_path)}, text=True, stderr=log)
             result["ready_after_s"] = round(_wait_ready(notify, daemon), 1)
             sock = folder / "frames.sock" if kind == "govd" else None
         worker = _start_work("phased", run_s, phase_s, sock, stats)
@@ -198,6 +202,8 @@ def live(kind: str, device: NvmlDevice, folder: Path, out: Path, run_s: float,
         if daemon is not None:
             daemon.send_signal(signal.SIGTERM)
             result["govd_exit"] = daemon.wait(60)
+            if log is not None:
+                log.close()
         if notify is not None:
             notify.close()
     result.update(json.loads(stats.read_text()))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from govd.sim.devfreq_tree import simple_ondemand_hz, snap_hz, trans_stat_text
+from govd.sim.devfreq_tree import TransStat, simple_ondemand_hz, snap_hz, trans_stat_text
 from govd.sim.live import LiveGpu, run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,6 +116,25 @@ def test_trans_stat_marks_the_current_level_and_counts_transitions() -> None:
     assert text.splitlines()[2] == "        100:         0         3      1500"
     assert text.splitlines()[3].startswith("*       200:")
     assert text.endswith("Total transition : 3\n")
+
+
+def test_the_trans_stat_kept_between_ticks_is_the_one_printed_afresh() -> None:
+    """The live sim keeps trans_stat's rows until a transition is counted: each tick's text is
+    still what `trans_stat_text` prints from scratch, through transitions and level changes."""
+    import numpy as np
+
+    levels = [100, 200, 300, 450]
+    kept = TransStat(levels)
+    moves, time_ms = np.zeros((4, 4), dtype=int), np.zeros(4)
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        src, dst = rng.integers(0, 4, 2)
+        if src != dst and rng.random() < 0.2:
+            moves[src, dst] += 1
+        time_ms[rng.integers(0, 4)] += 50.0
+        current = levels[rng.integers(0, 4)]
+        assert kept.text(moves, time_ms, current) == trans_stat_text(levels, moves, time_ms,
+                                                                     current)
 
 
 def test_subprocess_stops_on_sigterm_and_prints_its_totals(tmp_path: Path) -> None:

@@ -6,7 +6,13 @@
 `userspace/set_freq`, and `device/` with `gpu_busy_percent` and `hwmon/hwmon0/energy1_input` (µJ,
 cumulative), `power1_average` (µW). The files another process writes (`governor`, `min_freq`,
 `max_freq`, `userspace/set_freq`) are read back each tick and applied by the kernel's rules; every
-file the sim owns is replaced atomically (write a temporary, rename).
+file the sim owns is replaced atomically (write a temporary, rename), and only when its text
+changed (`cur_freq` mostly does not).
+
+Every suite and demo run ticks this tree ~20 times per simulated second in lockstep with the
+daemon, so a tick goes to the files through `os` calls on paths made once, and `TransStat`
+rebuilds `trans_stat` from rows kept while no transition is counted: through pathlib and a
+fresh table each tick the simulator cost ~1 ms of CPU a tick, more than the daemon it serves.
 """
 
 from __future__ import annotations
@@ -66,11 +72,48 @@ def trans_stat_text(levels_hz: list[int], transitions: np.ndarray, time_ms: np.n
     return "\n".join(lines) + "\n"
 
 
-def write_atomically(path: Path, text: str) -> None:
+class TransStat:
+    """`trans_stat_text` for one device, tick after tick: the rows of transition counts are
+    kept until a transition is counted (the counts only grow, so their sum says when)."""
+
+    def __init__(self, levels_hz: list[int]) -> None:
+        self.levels_hz = list(levels_hz)
+        self._header = ["     From  :   To", "           :"
+                        + "".join(f"{f:10d}" for f in self.levels_hz) + "   time(ms)"]
+        self._total = -1
+        self._rows: list[tuple[str, int]] = []
+
+    def text(self, transitions: np.ndarray, time_ms: np.ndarray, current_hz: int) -> str:
+        """What `trans_stat_text` returns for the same arguments."""
+        total = int(transitions.sum())
+        if total != self._total:
+            self._total = total
+            self._rows = [(f"{f:10d}:" + "".join(f"{int(n):10d}" for n in transitions[i]), f)
+                          for i, f in enumerate(self.levels_hz)]
+        lines = self._header + [("*" if f == current_hz else " ") + row + f"{int(t):10d}"
+                                for (row, f), t in zip(self._rows, time_ms.tolist(), strict=True)]
+        lines.append(f"Total transition : {total}")
+        return "\n".join(lines) + "\n"
+
+
+def write_atomically(path: Path | str, text: str) -> None:
     """Replace `path` by `text` in one rename, so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
+    path = os.fspath(path)
+    head, name = os.path.split(path)
+    tmp = os.path.join(head, f".{name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
+
+
+OWNED = ("cur_freq", "target_freq", "device/gpu_busy_percent",
+         "device/hwmon/hwmon0/energy1_input", "device/hwmon/hwmon0/power1_average", "trans_stat")
+"""The files the device writes each tick (`DevfreqTree.publish`)."""
+CONTROLS = ("governor", "min_freq", "max_freq", "userspace/set_freq")
+"""The files another process writes and the device reads back each tick."""
 
 
 class DevfreqTree:
@@ -106,23 +149,33 @@ class DevfreqTree:
             write_atomically(self.dir / rel, text + "\n")
         self.governor = "simple_ondemand"
         self.min_hz, self.max_hz, self.set_hz = bottom, top, top
+        self._path = {rel: os.fspath(self.dir / rel) for rel in OWNED + CONTROLS}
+        self._written = {rel: files[rel] + "\n" for rel in OWNED if rel in files}
+
+    def _read(self, rel: str) -> str:
+        """The text of a file of the tree (raises OSError, UnicodeDecodeError as read_text)."""
+        fd = os.open(self._path[rel], os.O_RDONLY)
+        try:
+            return os.read(fd, 65536).decode()
+        finally:
+            os.close(fd)
 
     def _read_int(self, rel: str, fallback: int) -> int:
         try:
-            return int((self.dir / rel).read_text().split()[0])
+            return int(self._read(rel).split()[0])
         except (OSError, ValueError, IndexError):
             return fallback
 
     def read_controls(self) -> None:
         """Pick up what another process wrote; a value the kernel would refuse is put back."""
         try:
-            wanted = (self.dir / "governor").read_text().strip()
+            wanted = self._read("governor").strip()
         except OSError:
             wanted = self.governor
         if wanted in GOVERNORS:
             self.governor = wanted
         elif wanted:  # empty: caught between another writer's truncate and write; not a value
-            write_atomically(self.dir / "governor", self.governor + "\n")
+            write_atomically(self._path["governor"], self.governor + "\n")
         # the kernel stores min/max as QoS requests and uses the levels they admit
         min_req = self._read_int("min_freq", self.min_hz)
         max_req = self._read_int("max_freq", self.max_hz)
@@ -134,10 +187,9 @@ class DevfreqTree:
 
     def publish(self, cur_hz: int, busy_percent: int, energy_uj: int, power_uw: int,
                 trans_stat: str) -> None:
-        """Write the files the device owns for this tick."""
-        for rel, value in (("cur_freq", cur_hz), ("target_freq", cur_hz),
-                           ("device/gpu_busy_percent", busy_percent),
-                           ("device/hwmon/hwmon0/energy1_input", energy_uj),
-                           ("device/hwmon/hwmon0/power1_average", power_uw)):
-            write_atomically(self.dir / rel, f"{value}\n")
-        write_atomically(self.dir / "trans_stat", trans_stat)
+        """Write the files the device owns for this tick (those whose text changed)."""
+        for rel, text in zip(OWNED, (f"{cur_hz}\n", f"{cur_hz}\n", f"{busy_percent}\n",
+                                     f"{energy_uj}\n", f"{power_uw}\n", trans_stat), strict=True):
+            if self._written.get(rel) != text:
+                write_atomically(self._path[rel], text)
+                self._written[rel] = text

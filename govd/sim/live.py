@@ -39,9 +39,9 @@ from govd.sim.clock import ClockWriter
 from govd.sim.compute import LAUNCH_GAP_MS
 from govd.sim.devfreq_tree import (
     DevfreqTree,
+    TransStat,
     simple_ondemand_hz,
     snap_hz,
-    trans_stat_text,
     write_atomically,
 )
 from govd.sim.gpu import SCENARIOS, simulate
@@ -70,6 +70,7 @@ class LiveGpu:
         Path(root).mkdir(parents=True, exist_ok=True)
         self.clock = ClockWriter(Path(root))  # before the tree: it exists once the tree does
         self.tree = DevfreqTree(root, self.levels_hz)
+        self.trans_stat = TransStat(self.levels_hz)
         self.root = Path(root)
         self.level = len(self.levels_hz) - 1
         self.socket_path = socket_path
@@ -187,8 +188,8 @@ class LiveGpu:
         power_w = (self.energy_j - start_energy) / (TICK_MS / 1000.0)
         self.tree.publish(self.levels_hz[self.level], min(100, round(100 * busy_ms / TICK_MS)),
                           round(self.energy_j * 1e6), round(power_w * 1e6),
-                          trans_stat_text(self.levels_hz, self.transitions,
-                                          self.time_in_level_ms, self.levels_hz[self.level]))
+                          self.trans_stat.text(self.transitions, self.time_in_level_ms,
+                                               self.levels_hz[self.level]))
         self._choose_level(busy_ms)
         self.clock.publish(self.now_ms / 1000.0)  # last: this tick's frames and files are out
 

@@ -153,6 +153,33 @@ def test_the_summary_says_what_the_interval_saved_and_what_it_cost(collected: Ca
     assert "% less than the top clock's 13.0 J, missed 50.0 %" in record.getMessage()
 
 
+def test_an_interval_without_checks_of_its_own_takes_the_runs_corrections(
+        collected: Captured) -> None:
+    """Ten seconds seldom hold three checks of the top clock: a summary's estimate is corrected
+    by what every check of the run found, as `govd status`'s is."""
+    from govd.sources.base import Frame
+    from govd.target import Target
+    from govd.telemetry.savings import Savings, TopClock
+
+    logger, caplog = collected
+    summary = DeviceSummary(logger, "card0", interval_s=1.0)
+    savings = Savings()
+    for _ in range(4):  # before the interval: the top costs half of what the model says
+        savings.check_top(25.0, 50.0)
+        savings.check_ran(30.0, 30.0)
+    below = TopClock(energy_ratio=1.5, time_top_ms=10.0, energy_top_mj=15.0,
+                     time_ran_ms=12.0, energy_ran_mj=10.0, ran=1, ran_top=False)
+    for i in range(5):
+        savings.add_tick(2.0, below, Target(fps=60), [Frame(16.0)], pseudo=False)
+        summary.record_tick(i * 0.25, TickRecord(
+            "card0", level_mhz=900, frame_times_ms=[16.0], pred_ms=17.0, power_w=40.0,
+            energy_j=2.0, policy="energy", switched=False), savings)
+    (record,) = infos(caplog)
+    fields = record_fields(record)
+    assert fields["GOVD_TOP_ENERGY_J"] == pytest.approx(0.5 * 4 * 3.0)
+    assert fields["GOVD_SAVED_PCT"] == pytest.approx(100 * (1 - 8.0 / 6.0), abs=1e-3)
+
+
 def test_busy_time_is_summarised_as_how_busy_not_as_a_frame_rate(collected: Captured) -> None:
     logger, caplog = collected
     summary = DeviceSummary(logger, "card0", interval_s=1.0)

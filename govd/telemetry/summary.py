@@ -95,7 +95,7 @@ class DeviceSummary:
             return False
         spent = None
         if savings is not None and self._base is not None:
-            spent = savings.since(self._base)
+            spent = savings.interval(self._base)
         self._log_summary(span_s, tick.level_mhz, tick.pred_ms, tick.policy, spent)
         self._start_s = now_s
         self._base = None if savings is None else savings.copy()

@@ -62,18 +62,11 @@ def snap_hz(requested_hz: int, levels_hz: list[int], min_hz: int, max_hz: int) -
 def trans_stat_text(levels_hz: list[int], transitions: np.ndarray, time_ms: np.ndarray,
                     current_hz: int) -> str:
     """`trans_stat` exactly as drivers/devfreq/devfreq.c prints it."""
-    lines = ["     From  :   To", "           :" + "".join(f"{f:10d}" for f in levels_hz)
-             + "   time(ms)"]
-    for i, f in enumerate(levels_hz):
-        row = "".join(f"{int(n):10d}" for n in transitions[i])
-        lines.append(("*" if f == current_hz else " ") + f"{f:10d}:" + row
-                     + f"{int(time_ms[i]):10d}")
-    lines.append(f"Total transition : {int(transitions.sum())}")
-    return "\n".join(lines) + "\n"
+    return TransStat(levels_hz).text(transitions, time_ms, current_hz)
 
 
 class TransStat:
-    """`trans_stat_text` for one device, tick after tick: the rows of transition counts are
+    """`trans_stat` of one device, printed tick after tick: the rows of transition counts are
     kept until a transition is counted (the counts only grow, so their sum says when)."""
 
     def __init__(self, levels_hz: list[int]) -> None:
@@ -84,7 +77,7 @@ class TransStat:
         self._rows: list[tuple[str, int]] = []
 
     def text(self, transitions: np.ndarray, time_ms: np.ndarray, current_hz: int) -> str:
-        """What `trans_stat_text` returns for the same arguments."""
+        """`trans_stat` exactly as drivers/devfreq/devfreq.c prints it."""
         total = int(transitions.sum())
         if total != self._total:
             self._total = total

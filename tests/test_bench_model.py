@@ -8,11 +8,11 @@ import itertools
 import json
 import math
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
 
-from bench import bench_model
 from bench.model_report import target_checks
 
 TINY = ["--n-kernel", "1000", "--n-tick", "1000", "--n-python", "20", "--rounds", "1",
@@ -21,13 +21,24 @@ TINY = ["--n-kernel", "1000", "--n-tick", "1000", "--n-python", "20", "--rounds"
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def bench_model() -> ModuleType:
+    """bench/bench_model.py, imported when a test here runs, not when pytest collects this
+    module: it imports padasip (with SciPy's stats, ~2 s of CPU), which every pytest-xdist
+    worker would pay for at collection, most for nothing."""
+    from bench import bench_model
+
+    return bench_model
+
+
+@pytest.fixture(scope="module")
+def results(bench_model: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("results")
     assert bench_model.main([*TINY, "--out", str(out)]) == 0
     return out
 
 
-def test_json_is_a_list_with_one_record_per_impl_features_and_levels(results: Path) -> None:
+def test_json_is_a_list_with_one_record_per_impl_features_and_levels(
+        bench_model: ModuleType, results: Path) -> None:
     records = json.loads((results / "model.json").read_text())
     assert isinstance(records, list)
     timed = [r for r in records if r["impl"] in bench_model.IMPLS]
@@ -64,7 +75,8 @@ def test_environment_written_beside_the_results(results: Path) -> None:
 
 
 @pytest.mark.parametrize(("features", "levels"), [(4, 9), (20, 30)])
-def test_workload_is_model_like_not_zero(features: int, levels: int) -> None:
+def test_workload_is_model_like_not_zero(bench_model: ModuleType, features: int,
+                                         levels: int) -> None:
     wl = bench_model.workload("rls", features, levels, 2000)
     assert wl.regressors.shape == (1999, features)
     assert wl.time_ms.min() > 2.0 and wl.time_ms.max() < 40.0
@@ -73,9 +85,10 @@ def test_workload_is_model_like_not_zero(features: int, levels: int) -> None:
     assert 0.1 < np.abs(wl.counters).mean() < 10.0
 
 
-def _records(rls_tick_us: float, dcd_cost: float) -> list[dict[str, float | str]]:
+def _records(impls: tuple[str, ...], rls_tick_us: float,
+             dcd_cost: float) -> list[dict[str, float | str]]:
     records: list[dict[str, float | str]] = []
-    for impl, m, levels in itertools.product(bench_model.IMPLS, (4, 20), (9, 30)):
+    for impl, m, levels in itertools.product(impls, (4, 20), (9, 30)):
         records.append({"impl": impl, "features": m, "levels": levels, "update_ns": 50.0,
                         "tick_us": 1.0})
     for r in records:
@@ -88,10 +101,11 @@ def _records(rls_tick_us: float, dcd_cost: float) -> list[dict[str, float | str]
     return records
 
 
-def test_report_calls_a_missed_target_a_miss() -> None:
-    met = {t: ok for t, _, ok in target_checks(_records(rls_tick_us=1.0, dcd_cost=0.8))}
+def test_report_calls_a_missed_target_a_miss(bench_model: ModuleType) -> None:
+    impls = bench_model.IMPLS
+    met = {t: ok for t, _, ok in target_checks(_records(impls, rls_tick_us=1.0, dcd_cost=0.8))}
     assert all(met.values())
-    missed = {t for t, _, ok in target_checks(_records(rls_tick_us=3.0, dcd_cost=1.2))
+    missed = {t for t, _, ok in target_checks(_records(impls, rls_tick_us=3.0, dcd_cost=1.2))
               if not ok}
     assert "rls tick_us <= 2 at M=4, L=9" in missed
     assert "padasip adapt / rls tick >= 10 at M=4, L=9" in missed

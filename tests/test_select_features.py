@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,10 @@ from govd.formats.sweep import SweepTable, write_sweep
 from govd.research.regression_data import sweep_regression, walk_levels
 from govd.research.selection import counter_scale, frequency_prefilter, select_features
 
-pytest.importorskip("sklearn")
+# Whether scikit-learn is installed, not an import of it: collecting this module would cost
+# every pytest-xdist worker ~1.5 s of CPU (sklearn imports SciPy's stats), most for nothing.
+pytestmark = pytest.mark.skipif(find_spec("sklearn") is None,
+                                reason="scikit-learn (govd[fit]) not installed")
 
 REPO = Path(__file__).resolve().parents[1]
 LEVELS_MHZ = np.array([300.0, 400.0, 500.0, 600.0, 700.0, 800.0, 900.0])

@@ -127,9 +127,13 @@ def journal(box: Container, *args: str) -> list[dict[str, str]]:
 @pytest.fixture
 def govd(machine: Container) -> Iterator[Container]:
     """govd active under the shipped units, the simulator drop-in and the test configuration;
-    drop-ins a test adds are removed and the configuration put back afterwards."""
+    drop-ins a test adds are removed and the configuration put back afterwards, and govd is
+    restarted, unless the test left the very daemon it was given as it was given it."""
     ready(machine)
+    handed = daemons(machine)
     yield machine
+    if daemons(machine) == handed and as_configured(machine):
+        return  # same processes, running, same configuration: nothing a restart would undo
     machine.sh(f"find {DROPINS} -type f ! -name sim.conf -delete")
     machine.write(CONFIG, config_text())
     machine.run("systemctl", "daemon-reload")
@@ -137,6 +141,22 @@ def govd(machine: Container) -> Iterator[Container]:
     # by SIGSTOP, or under a drop-in (WatchdogSec) that only a new start undoes.
     machine.run("systemctl", "kill", "-s", "CONT", "govd.service", check=False)
     machine.run("systemctl", "restart", "govd.service", timeout=120)
+
+
+def daemons(box: Container) -> tuple[str, ...]:
+    """govd's and the simulator's main PIDs, and each one's process state (R, S, T: stopped)
+    and state of the unit: what tells the daemon a test was given from any other."""
+    pids = [main_pid(box), int(show(box, "MainPID", "govd-sim.service"))]
+    states = box.sh("for p in " + " ".join(map(str, pids)) + "; do "
+                    "grep ^State: /proc/$p/status 2>/dev/null || echo gone; done").split()
+    return (*map(str, pids), *states, show(box, "ActiveState"),
+            show(box, "ActiveState", "govd-sim.service"))
+
+
+def as_configured(box: Container) -> bool:
+    """The test configuration in place and no drop-in but the simulator's."""
+    return (box.sh(f"cat {CONFIG}") == config_text()
+            and box.sh(f"find {DROPINS} -type f ! -name sim.conf").strip() == "")
 
 
 def ready(box: Container) -> None:

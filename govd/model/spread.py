@@ -138,7 +138,7 @@ def _quad(g0: float, g1: float, g2: float, c: FloatArray, two: bool) -> float:
         s += g2 * c[2, 0] * g0
         s += g2 * c[2, 1] * g1
         s += g2 * c[2, 2] * g2
-    return max(s, 0.0)
+    return float(max(s, 0.0))
 
 
 @njit(cache=True, inline="always")

@@ -48,8 +48,10 @@ def wait_for(condition: Callable[[], Any], what: str,
     return result
 
 
-def start_sim(root: Path, frames_socket: Path, speed: float = 20.0) -> subprocess.Popen[bytes]:
-    """Start the simulated GPU and wait until its tree is laid out."""
+def start_sim(root: Path, frames_socket: Path, speed: float = 5.0) -> subprocess.Popen[bytes]:
+    """Start the simulated GPU and wait until its tree is laid out. It runs freely (no
+    lockstep) for as long as its test's daemon does: 5× the wall clock keeps frames coming
+    faster than real time without a CPU spent on ticks no test reads."""
     process = subprocess.Popen(
         [sys.executable, "-m", "govd.sim.live", "--root", str(root), "--socket",
          str(frames_socket), "--scenario", "game-medium", "--speed", str(speed)],

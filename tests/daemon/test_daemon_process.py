@@ -43,11 +43,11 @@ def read(root: Path, name: str) -> str:
 
 @pytest.fixture
 def sim(tmp_path):
-    """A live simulated GPU at 20x, running until the test ends."""
+    """A live simulated GPU at 5x (the tests wait on the wall clock), until the test ends."""
     root = tmp_path / "gpu"
     process = subprocess.Popen(
         [sys.executable, "-m", "govd.sim.live", "--root", str(root), "--socket",
-         str(tmp_path / "frames.sock"), "--scenario", "game-medium", "--speed", "20"],
+         str(tmp_path / "frames.sock"), "--scenario", "game-medium", "--speed", "5"],
         env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     wait_for(lambda: (root / DEVICE / "device/hwmon/hwmon0/power1_average").exists(),

@@ -67,22 +67,26 @@ kernels:
 # staged install runs from there) or has under 2 GiB free (the suite's peak: 0.43 GiB).
 # Python's bytecode is cached even where PYTHONDONTWRITEBYTECODE is set (a pytest run starts
 # ~400 Pythons, each compiling govd afresh without a cache, and each worker rewrites every
-# test module's asserts again): in the scratch folder (PYTHONPYCACHEPREFIX, made 0700 before
-# the scratch is opened to all, so that no other user can plant bytecode there), or in the
+# test module's asserts again): in the scratch folder (PYTHONPYCACHEPREFIX, root's and 0755,
+# made before the scratch is opened to all: no other user can plant bytecode there, and the
+# tests' Pythons running as uid 65534 read it rather than compile in memory), or in the
 # checkout's ignored __pycache__ folders when TMPDIR is set. That cache starts empty, and the
 # workers start together: each would rewrite and compile every test module and the govd
 # modules they import (~19 s of CPU a worker, ~6 s with the cache). So one collection fills it
 # first, alone (its output is the workers' to show: a module that fails to import fails there).
+# OPENBLAS_NUM_THREADS=1: each Python that imports NumPy would start a BLAS thread per CPU,
+# which govd's vectors of 4-16 numbers never use: ~0.1 s of CPU per process (a run: 8 min 27 s
+# of user CPU against 9 min 3 s with them).
 test: setup
 	$(PY) -m ruff check govd tests bench
 	@scratch=; \
 	if [ -z "$${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] && $(PY) -c 'import os, sys; \
 	  s = os.statvfs("/dev/shm"); sys.exit(s.f_flag & os.ST_NOEXEC or s.f_bavail * s.f_frsize < 2 << 30)'; then \
-	  scratch=$$(mktemp -d /dev/shm/govd-test.XXXXXX) && mkdir -m 700 "$$scratch/pycache" && \
+	  scratch=$$(mktemp -d /dev/shm/govd-test.XXXXXX) && mkdir -m 755 "$$scratch/pycache" && \
 	  chmod 1777 "$$scratch" && export TMPDIR="$$scratch" PYTHONPYCACHEPREFIX="$$scratch/pycache"; \
 	  trap 'rm -rf "$$scratch"' EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; \
 	fi; \
-	unset PYTHONDONTWRITEBYTECODE; \
+	unset PYTHONDONTWRITEBYTECODE; export OPENBLAS_NUM_THREADS=1; \
 	PYTEST_ADDOPTS= $(PY) -m pytest --collect-only -q -p no:cacheprovider >/dev/null 2>&1; \
 	GOVD_REQUIRE_UMOCKDEV=1 $(PY) -m pytest -n auto; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc

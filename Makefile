@@ -73,12 +73,11 @@ kernels:
 # checkout's ignored __pycache__ folders when TMPDIR is set. That cache starts empty, and the
 # workers start together: each would rewrite and compile every test module and the govd
 # modules they import (~19 s of CPU a worker, ~6 s with the cache). So two collections, of
-# every other test file each, fill it first, side by side (18.5 s -> 11.3 s of wall time, the
-# CPUs otherwise idle; their output is the workers' to show: a module that fails to import
-# fails there).
+# every other test file each, fill it first, side by side on CPUs that would otherwise wait
+# (their output is the workers' to show: a module that fails to import fails there).
 # OPENBLAS_NUM_THREADS=1: each Python that imports NumPy would start a BLAS thread per CPU,
-# which govd's vectors of 4-16 numbers never use: ~0.1 s of CPU per process (a run: 8 min 27 s
-# of user CPU against 9 min 3 s with them).
+# which govd's vectors of 4-16 numbers never use and which spin in the workers under the
+# suite's load (bench/README.md, "The test suite's time").
 test: setup
 	$(PY) -m ruff check govd tests bench
 	@scratch=; \

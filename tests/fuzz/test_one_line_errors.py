@@ -121,7 +121,7 @@ def test_endless_demo_stops_on_sigterm_without_waiting_for_its_duration(tmp_path
     with tempfile.TemporaryDirectory(prefix="govd-tmpdir-") as folder:
         scratch = Path(folder)
         # --speed 10: the three wall seconds waited for are spent governing, not racing (at
-        # 100 the daemon and its three simulators kept both CPUs busy: 13 s of CPU, now 5.6)
+        # 100 the daemon and its three simulators kept both CPUs busy for them)
         demo = subprocess.Popen([sys.executable, "-m", "govd", "run", "--sim", "--speed", "10",
                                  "--duration-s", "inf"], cwd=tmp_path, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True,

@@ -78,7 +78,10 @@ class ModelSettings:
     its curve back at once); 0: one counter-conditioned curve for all work."""
     work_sd: float = 0.5
     """Scaling form: how far (standard deviation of a coefficient) one piece of work may
-    stray from the curve its counters suggest."""
+    stray from the curve its counters suggest, at the prior noise of a ratio
+    (``noise_prior``): it enters in units of that noise, so with a measured noise σ a new
+    piece of work strays by work_sd · σ / noise_prior (made absolute, it was measured to
+    lose rows: bench/README.md, "Fine grids, fifth pass")."""
     volts: tuple[float, ...] = field(default=())
     """Voltage per level (V), ascending with the levels; empty = V affine in f (0.7 to 1.0)."""
 

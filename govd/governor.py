@@ -277,6 +277,8 @@ class Governor:
             interval_s=interval_s,
             target=target,
             tick=self.ticks,
+            frame_time_ms=frame_time_ms,
+            power_w=sample.power_w,
             mem_levels_mhz=mem_levels,
         )
         deciding = self.policy if self.fallback_reason is None else self.fallback

@@ -23,6 +23,7 @@ def predictions(
     time_noise: float = 0.0,
     ready: bool = False,
     spread_from_pairs: bool = False,
+    work_ticks: int = 0,
 ) -> Predictions:
     """A record over ``levels`` levels: what is not given is NaN (a spread: 0)."""
 
@@ -32,7 +33,7 @@ def predictions(
     return Predictions(
         time_ms=array(time_ms), power_w=array(power_w), energy_mj=array(energy_mj),
         time_sd_now=array(sd_now, 0.0), time_sd_top=array(sd_top, 0.0), time_noise=time_noise,
-        roughness=0.0, ready=ready, work_ticks=0, sensitivity_ms_per_mhz=math.nan,
+        roughness=0.0, ready=ready, work_ticks=work_ticks, sensitivity_ms_per_mhz=math.nan,
         fitted_time_ms=math.nan, spread_from_pairs=spread_from_pairs,
     )
 
@@ -50,6 +51,8 @@ def outlook(
     predicted: Predictions | None = None,
     time_error: float = math.nan,
     mem_levels_mhz: Sequence[float] | None = None,
+    frame_time_ms: float = math.nan,
+    power_w: float = math.nan,
 ) -> Outlook:
     """A view with the given levels and status; predictions NaN unless ``predicted`` is
     given (most policies ignore them)."""
@@ -65,5 +68,7 @@ def outlook(
         interval_s=interval_s,
         target=target or Target(fps=60.0),
         tick=tick,
+        frame_time_ms=frame_time_ms,
+        power_w=power_w,
         mem_levels_mhz=None if mem_levels_mhz is None else np.asarray(mem_levels_mhz, float),
     )

@@ -51,6 +51,12 @@ class Outlook:
     late_share: float = float("nan")
     """Share of the frames completed in the tick that just ended, at ``current``, that took
     longer than the frame deadline, 0..1 (NaN: no frame, or no frame-rate target)."""
+    frame_time_ms: float = float("nan")
+    """Mean time per frame (or unit of work) over the tick that just ended, at ``current``
+    (NaN when none finished). Units: ms."""
+    power_w: float = float("nan")
+    """Average power over the tick that just ended (NaN where the device does not say).
+    Units: W."""
     mem_levels_mhz: FloatArray | None = None
     """With two clock domains, the memory clock of each level (levels are then (core, memory)
     pairs sorted by core then memory clock); None with one. Units: MHz."""

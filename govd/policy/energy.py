@@ -55,6 +55,14 @@ share of remembered curves that miss the budget there exceeds ``miss_budget``. W
 ``price_misses`` the moves are counted over ``CHANGE_TICKS`` and the product below the cap is
 part of the level's priced chance.
 
+Under a slowdown target the model's curve is checked against what the work itself measured
+(`govd.policy.guard.MeasuredGuard`): once the current work has run at the fastest allowed level,
+a level whose measured ratio to it, plus the margin of one unit's ratio noise, misses the limit
+is refused with every level its slope puts further over, and a level measured dearer than the
+fastest is refused, until the work changes. A model learns a ratio only from pairs of ticks at
+two levels, so a curve learned wrong while the policy holds one level is otherwise never
+corrected.
+
 With two clock domains a level is a (core, memory) pair and the probes step along the core and
 the memory clock in turn (see `_neighbour`).
 
@@ -72,6 +80,7 @@ import numpy as np
 
 from govd.model.base import Predictions
 from govd.policy.base import Outlook
+from govd.policy.guard import MeasuredGuard
 
 CHANGE_TICKS = 1024
 """Ticks over which the hedge counts how often the work changed, with ``price_misses``: long
@@ -171,6 +180,7 @@ class EnergyPolicy:
         self._last_level = -1
         self._price = PRICE0
         self._spreads: tuple[np.ndarray, np.ndarray] | None = None
+        self.guard = MeasuredGuard(confidence)
 
     @staticmethod
     def inert_parameters(spread_from_pairs: bool, frame_rate: bool) -> frozenset[str]:
@@ -200,6 +210,9 @@ class EnergyPolicy:
         """The least-energy feasible level in [lo, hi]; the fastest allowed if none."""
         self._learn_margin(view)
         self._spreads = _ratio_spreads(view.predictions)
+        if (self._spreads is not None and view.target.max_slowdown is not None
+                and view.predictions.ready):
+            self.guard.observe(view)
         level = self._decide(view)
         # the next tick's frames judge the margin if they ran below the top (not after a probe)
         self._judged = level == self._level
@@ -253,6 +266,9 @@ class EnergyPolicy:
         p = view.predictions
         if not p.ready:
             return True
+        refused = self.guard.refused(view) if self._spreads is not None else None
+        if refused is not None and refused[probe - view.lo]:
+            return False
         t = p.time_ms
         unknown = 0.0
         if self._spreads is not None:
@@ -357,6 +373,9 @@ class EnergyPolicy:
                 ok = log_t - log_t[-1] + z * spread <= budget
                 ok &= self._change_risk(log_t - log_t[-1], budget, view.current
                                         ) <= self.miss_budget
+                refused = self.guard.refused(view)
+                if refused is not None:
+                    ok &= ~refused
         ok &= np.isfinite(log_t)
         if not ok.any():
             return hi
@@ -400,6 +419,9 @@ class EnergyPolicy:
         chance = noise + risk
         ok = np.isfinite(log_t) & np.isfinite(energy) & (risk <= self.miss_budget)
         ok &= chance <= MAX_MISS_CHANCE
+        refused = self.guard.refused(view)
+        if refused is not None:
+            ok &= ~refused
         if not ok.any():
             return hi
         with np.errstate(all="ignore"):
@@ -461,6 +483,7 @@ class EnergyPolicy:
         self._steady = 0
         self._probes = 0
         self._wait = self.probe_ticks
+        self.guard.reset()
 
 
 def _ratio_spreads(p: Predictions) -> tuple[np.ndarray, np.ndarray] | None:

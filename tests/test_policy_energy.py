@@ -299,3 +299,49 @@ def test_without_a_spread_the_first_least_energy_level_inside_the_limit_is_chose
                    predicted=predictions(levels, time_ms=list(time_ms),
                                          energy_mj=list(energy_mj), ready=True))
     assert EnergyPolicy().decide(view) == levels - 3
+
+
+def _fine(levels_mhz, time_ms, energy_mj, current, target):
+    n = len(levels_mhz)
+    return outlook(levels_mhz, current=current, target=target,
+                   predicted=predictions(n, time_ms=time_ms, energy_mj=energy_mj, ready=True))
+
+
+def test_under_a_deadline_a_probe_spans_as_much_clock_as_the_1_over_f_bound_keeps_safe() -> None:
+    """On a fine grid a probe one level down (1 % of clock) teaches nothing against the noise;
+    time grows at most as 1/f as the clock falls, so the lowest level whose 1/f time from the
+    choice, with the margin, still fits the deadline is probed."""
+    levels = np.linspace(200.0, 600.0, 101)
+    times = 10.0 * 600.0 / levels  # 10 ms at the top, predicted 1/f
+    energy = 100.0 + (levels - 400.0) ** 2 / 100.0  # the top is dearest, the choice stays there
+    energy[-1] = 50.0
+    target = Target(fps=60.0)  # 16.67 ms
+    policy = EnergyPolicy(probe_ticks=2, margin=0.05)
+    picks = [policy.decide(_fine(levels, times, energy, 100, target)) for _ in range(3)]
+    floor = 600.0 * 10.0 * 1.05 / (1000.0 / 60.0)  # 378 MHz
+    expected = int(np.flatnonzero(levels >= floor)[0])
+    assert picks[:2] == [100, 100]
+    assert picks[2] == expected
+    assert levels[expected] < 400.0 and 10.0 * 600.0 / levels[expected] * 1.05 <= 1000.0 / 60.0
+
+
+def test_a_choice_near_its_deadline_probes_one_level_down() -> None:
+    levels = np.linspace(200.0, 600.0, 101)
+    times = 16.5 * 600.0 / levels  # the top already near the 16.67 ms deadline
+    energy = np.full(101, 100.0)
+    energy[-1] = 50.0
+    policy = EnergyPolicy(probe_ticks=2, margin=0.0)
+    picks = [policy.decide(_fine(levels, times, energy, 100, Target(fps=60.0)))
+             for _ in range(3)]
+    assert picks == [100, 100, 99]
+
+
+def test_under_a_slowdown_limit_a_probe_steps_one_level() -> None:
+    levels = np.linspace(200.0, 600.0, 101)
+    times = 10.0 * (600.0 / levels) ** 0.1
+    energy = np.full(101, 100.0)
+    energy[-1] = 50.0
+    policy = EnergyPolicy(probe_ticks=2)
+    picks = [policy.decide(_fine(levels, times, energy, 100, Target(max_slowdown=0.25)))
+             for _ in range(3)]
+    assert picks == [100, 100, 99]

@@ -36,14 +36,16 @@ within [1/4, 4] and starts at 1.
 
 A model only learns how time scales with frequency from ticks where the frequency changed; a
 policy that holds one level never teaches it. So after ``probe_ticks`` ticks at one level the
-policy runs one tick a level lower, but only where the model does not already call that level
-infeasible with confidence (where it gives its uncertainty: the predicted time less
-``confidence`` standard deviations of what it does not know meets the target; else the
-predicted time itself) and predicts it to save energy: a probe into a level known to be too
-slow is a violation bought for nothing. With a model that says what it knows, a probe that
-leaves the choice as it was doubles the wait before the next one (up to 64 × ``probe_ticks``);
-a new choice starts it afresh. The seed form does not say, and learns how its work scales only
-from such probes: it keeps probing every ``probe_ticks``.
+policy runs one tick lower (under a frame deadline as far down as time growing as 1/f from the
+choice still fits it, where the model agrees: on a 100-level grid one level is 1 % of clock,
+which teaches nothing against the noise; else one level), but only where the model does not
+already call that level infeasible with confidence (where it gives its uncertainty: the
+predicted time less ``confidence`` standard deviations of what it does not know meets the
+target; else the predicted time itself) and predicts it to save energy: a probe into a level
+known to be too slow is a violation bought for nothing. With a model that says what it knows,
+a probe that leaves the choice as it was doubles the wait before the next one (up to 64 ×
+``probe_ticks``); a new choice starts it afresh. The seed form does not say, and learns how
+its work scales only from such probes: it keeps probing every ``probe_ticks``.
 
 Under a slowdown target the work may change before the next tick, and the level chosen for the
 work that ran then runs the next (a memory-bound kernel's cheapest level, a low core clock, can
@@ -235,7 +237,8 @@ class EnergyPolicy:
             self._level, self._steady = choice, 0
             self._wait = self.probe_ticks
         if self.probe_ticks and self._steady >= self._wait:
-            probe = choice - 1 if view.mem_levels_mhz is None else self._neighbour(view, choice)
+            probe = self._below(view, choice) if view.mem_levels_mhz is None else \
+                self._neighbour(view, choice)
             if probe >= view.lo and self._worth_probing(view, probe, choice):
                 self._steady = 0
                 if self._spreads is not None:
@@ -249,6 +252,29 @@ class EnergyPolicy:
             if self._unknown(view, probe) and self._worth_probing(view, probe, choice):
                 return probe
         return choice
+
+    def _below(self, view: Outlook, choice: int) -> int:
+        """The level a probe from ``choice`` tries, with one clock domain. Under a frame
+        deadline: the lowest level where the deadline still holds, with the margin of
+        `_choose`, if time grows as fast as 1/f below the choice's predicted time (no work's
+        time grows faster as its clock falls), and that the model does not predict to miss
+        it: the probe spans as much clock as is safe, so a fine grid teaches as much as a
+        coarse one. One level lower where no level is that safe, and under a slowdown
+        limit."""
+        below = choice - 1
+        p = view.predictions
+        if view.target.fps is None or not p.ready:
+            return below
+        t = float(p.time_ms[choice])
+        err = view.time_error if math.isfinite(view.time_error) else 0.0
+        margin = max(self.margin, min(self.error_weight * self._scale * err, 0.5))
+        floor_mhz = float(view.levels_mhz[choice]) * t * (1.0 + margin) / view.target.deadline_ms
+        if not math.isfinite(floor_mhz):
+            return below
+        with np.errstate(invalid="ignore"):
+            safe = np.flatnonzero((view.levels_mhz[view.lo:choice] >= floor_mhz)
+                                  & (p.time_ms[view.lo:choice] <= view.target.deadline_ms))
+        return view.lo + int(safe[0]) if safe.size else below
 
     def _unknown(self, view: Outlook, probe: int) -> bool:
         """Whether the model's uncertainty about ``probe``'s time, beyond the noise every

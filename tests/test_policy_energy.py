@@ -345,3 +345,38 @@ def test_under_a_slowdown_limit_a_probe_steps_one_level() -> None:
     picks = [policy.decide(_fine(levels, times, energy, 100, Target(max_slowdown=0.25)))
              for _ in range(3)]
     assert picks == [100, 100, 99]
+
+
+def test_the_hedge_counts_the_chance_that_one_unit_of_the_next_work_misses() -> None:
+    """Issue #24 (v100-units at 25 %: 1.9 % of units missed, 27 of 39 on the first unit of new
+    work): the compute-bound work's curve at the memory-bound work's cheapest level lies just
+    inside the limit (1.09x against 1.10x), so counting only the curves over the limit let
+    the memory-bound work run there; with 1 % of noise per unit a quarter of the compute-bound
+    work's units miss there, and with work changing every 3 ticks that is refused."""
+    target = Target(max_slowdown=0.10)
+    memory = ([1.0, 1.0, 1.0], [0.6, 0.9, 1.0])
+    compute = ([1.09, 1.02, 1.0], [0.9, 0.95, 1.0])
+
+    def picks(noise: float) -> list[int]:
+        policy, out = EnergyPolicy(probe_ticks=0), []
+        for tick in range(120):
+            times, energy = memory if tick // 3 % 2 == 0 else compute
+            v = outlook(np.linspace(500.0, 1000.0, 3), current=2, target=target, tick=tick,
+                        busy=1.0, predicted=predictions(
+                            3, time_ms=times, power_w=[1.0] * 3, energy_mj=energy,
+                            sd_now=[0.002] * 3, sd_top=[0.002] * 3, time_noise=noise,
+                            ready=True, spread_from_pairs=True))
+            out.append(policy.decide(v))
+        return [p for t, p in enumerate(out) if t // 3 % 2 == 0][-20:]
+
+    assert set(picks(0.0)) == {0}, "no noise: the compute-bound curve is inside the limit"
+    assert set(picks(0.01)) == {1}
+
+
+def test_the_miss_chance_is_the_normal_tail() -> None:
+    from govd.policy.energy import _miss_chance
+    curve = np.linspace(-0.2, 0.4, 61)
+    got = _miss_chance(curve, 0.1, 0.03)
+    want = [0.5 * math.erfc((0.1 - c) / (0.03 * math.sqrt(2.0))) for c in curve]
+    assert np.max(np.abs(got - np.array(want))) < 2e-7
+    assert _miss_chance(np.array([0.05, 0.1, 0.15]), 0.1, 0.0).tolist() == [0.0, 0.0, 1.0]

@@ -76,6 +76,8 @@ class MeasuredGuard:
         self._slope_limit = math.inf  # log clock below the top from which levels are refused
         self._pair: tuple[float, float] | None = None  # (core, memory) refused and below
         self._dear: set[int] = set()
+        self._version = getattr(self, "_version", 0) + 1  # of the refusals: the mask's cache key
+        self._cache: tuple[tuple[int, int, int], np.ndarray | None] | None = None
 
     def observe(self, view: Outlook) -> None:
         """Learn from the tick that just ended at ``view.current`` (a slowdown limit in force
@@ -112,8 +114,9 @@ class MeasuredGuard:
         if top.n < 2 or at.n < 2:
             return
         sd = math.sqrt(top.var_of_mean() + at.var_of_mean())
-        if at.mean - top.mean > self.confidence * sd:
+        if at.mean - top.mean > self.confidence * sd and cur not in self._dear:
             self._dear.add(cur)
+            self._version += 1
 
     def _judge_time(self, view: Outlook, cur: int) -> None:
         assert view.target.max_slowdown is not None
@@ -130,10 +133,21 @@ class MeasuredGuard:
             self._slope_limit = min(self._slope_limit, below * max(limit, 0.0) / ratio)
         else:
             self._pair = (float(f[cur]), float(view.mem_levels_mhz[cur]))
+        self._version += 1
 
     def refused(self, view: Outlook) -> np.ndarray | None:
         """Per allowed level (``lo``..``hi``), whether the guard refuses it; None when it
-        refuses none. The fastest allowed level is never refused."""
+        refuses none. The fastest allowed level is never refused. The same array until the
+        refusals or the bounds change: a caller must not write into it."""
+        lo, hi = view.lo, view.hi
+        key = (self._version, lo, hi)
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        mask = self._mask(view)
+        self._cache = (key, mask)
+        return mask
+
+    def _mask(self, view: Outlook) -> np.ndarray | None:
         lo, hi = view.lo, view.hi
         if (hi != self._hi or (not self._dear and self._pair is None
                                and not math.isfinite(self._slope_limit))):

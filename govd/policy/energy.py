@@ -179,7 +179,7 @@ class EnergyPolicy:
         self.hysteresis = hysteresis
         self._curves = np.zeros((0, 0))
         self._misses = np.zeros((0, 0))
-        self._spread = np.zeros(0)
+        self._curve_sd = np.zeros(0)
         self._hedge_budget = math.nan
         self._moved = np.zeros(0, dtype=np.int8)
         self._seen = 0
@@ -483,7 +483,7 @@ class EnergyPolicy:
         if self._curves.shape[1] != n:
             self._curves = np.zeros((HEDGE_TICKS, n))
             self._misses = np.zeros((HEDGE_TICKS, n))
-            self._spread = np.zeros(HEDGE_TICKS)
+            self._curve_sd = np.zeros(HEDGE_TICKS)
             self._moved = np.zeros(self._change_ticks, dtype=np.int8)  # -1 not comparable, 0, 1
             self._seen = 0
         if not np.all(np.isfinite(curve)):
@@ -499,10 +499,10 @@ class EnergyPolicy:
         if budget != self._hedge_budget:  # another target: every remembered chance anew
             self._hedge_budget = budget
             self._misses[:kept] = _miss_chance(self._curves[:kept], budget,
-                                               self._spread[:kept, None])
+                                               self._curve_sd[:kept, None])
         spread = math.sqrt(2.0) * noise if math.isfinite(noise) and noise > 0.0 else 0.0
         self._curves[slot] = curve
-        self._spread[slot] = spread
+        self._curve_sd[slot] = spread
         self._misses[slot] = _miss_chance(curve, budget, spread)
         self._last_level = current
         self._seen += 1
@@ -519,7 +519,7 @@ class EnergyPolicy:
         """Forget how long the level has been steady, and the margins' learnt scale."""
         self._curves = np.zeros((0, 0))
         self._misses = np.zeros((0, 0))
-        self._spread = np.zeros(0)
+        self._curve_sd = np.zeros(0)
         self._hedge_budget = math.nan
         self._moved = np.zeros(0, dtype=np.int8)
         self._seen = 0

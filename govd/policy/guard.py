@@ -64,6 +64,7 @@ class MeasuredGuard:
     def __init__(self, confidence: float) -> None:
         """``confidence``: standard deviations of margin, as the energy policy's."""
         self.confidence = confidence
+        self._version = 0  # of the refusals: the key of the mask's cache
         self.reset()
 
     def reset(self) -> None:
@@ -76,7 +77,7 @@ class MeasuredGuard:
         self._slope_limit = math.inf  # log clock below the top from which levels are refused
         self._pair: tuple[float, float] | None = None  # (core, memory) refused and below
         self._dear: set[int] = set()
-        self._version = getattr(self, "_version", 0) + 1  # of the refusals: the mask's cache key
+        self._version += 1
         self._cache: tuple[tuple[int, int, int], np.ndarray | None] | None = None
 
     def observe(self, view: Outlook) -> None:

@@ -273,9 +273,8 @@ class EnergyPolicy:
         if view.target.fps is None or not p.ready:
             return below
         t = float(p.time_ms[choice])
-        err = view.time_error if math.isfinite(view.time_error) else 0.0
-        margin = max(self.margin, min(self.error_weight * self._scale * err, 0.5))
-        floor_mhz = float(view.levels_mhz[choice]) * t * (1.0 + margin) / view.target.deadline_ms
+        floor_mhz = (float(view.levels_mhz[choice]) * t * (1.0 + self._deadline_margin(view))
+                     / view.target.deadline_ms)
         if not math.isfinite(floor_mhz):
             return below
         with np.errstate(invalid="ignore"):
@@ -354,9 +353,7 @@ class EnergyPolicy:
         margin = self.margin
         if view.target.fps is not None:
             limit_ms = view.target.deadline_ms
-            if math.isfinite(view.time_error):
-                weight = self.error_weight * self._scale
-                margin = max(margin, min(weight * view.time_error, 0.5))
+            margin = self._deadline_margin(view)
         else:
             assert view.target.max_slowdown is not None
             limit_ms = (1.0 + view.target.max_slowdown) * float(time_ms.min())
@@ -380,6 +377,15 @@ class EnergyPolicy:
         ):
             return current
         return best
+
+    def _deadline_margin(self, view: Outlook) -> float:
+        """The derived spread's margin under a frame deadline: ``margin``, grown to
+        ``error_weight`` times the recent RMS error (scaled by the misses' feedback), at most
+        0.5."""
+        if not math.isfinite(view.time_error):
+            return self.margin
+        weight = self.error_weight * self._scale
+        return max(self.margin, min(weight * view.time_error, 0.5))
 
     def _choose_with_spread(self, view: Outlook, sd_now: np.ndarray, sd_top: np.ndarray
                             ) -> int:

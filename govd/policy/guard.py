@@ -131,10 +131,16 @@ class MeasuredGuard:
         if view.mem_levels_mhz is None:
             below = math.log(float(f[view.hi]) / float(f[cur]))
             # refused from where the measured slope crosses the limit (at the latest, here)
-            self._slope_limit = min(self._slope_limit, below * max(limit, 0.0) / ratio)
+            crossing = below * max(limit, 0.0) / ratio
+            if crossing >= self._slope_limit:
+                return
+            self._slope_limit = crossing
         else:
-            self._pair = (float(f[cur]), float(view.mem_levels_mhz[cur]))
-        self._version += 1
+            pair = (float(f[cur]), float(view.mem_levels_mhz[cur]))
+            if pair == self._pair:
+                return
+            self._pair = pair
+        self._version += 1  # the refusals changed: the mask is built anew
 
     def refused(self, view: Outlook) -> np.ndarray | None:
         """Per allowed level (``lo``..``hi``), whether the guard refuses it; None when it

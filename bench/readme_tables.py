@@ -165,7 +165,22 @@ def demo_speed() -> list[str]:
     return out
 
 
+def physics_bound() -> list[str]:
+    """Work at the 1/f-safe clock f_top / (1 + b) (bench_physics_bound.py)."""
+    rows = _load("physics_bound.json")["results"]
+    out = ["| table | budget | 1/f-safe clock | phases over the budget there | units over "
+           "| largest excess over 1/f (log) | top > 2 % slower than the fastest |",
+           "|---|---|---|---|---|---|---|"]
+    for table, by_budget in rows.items():
+        for b, r in by_budget.items():
+            out.append(f"| {table} | {100 * float(b):.0f} % | {r['level_mhz']:.0f} MHz | "
+                       f"{_pct(r['phases_over'])} | {_pct(r['units_over'])} | "
+                       f"{r['max_excess']:.3f} | {_pct(r['top_not_fastest'])} |")
+    return out
+
+
 TABLES: dict[str, tuple[str, Callable[[], list[str]]]] = {
+    "physics-bound": ("physics_bound.json", physics_bound),
     "policies": ("policies.json", policies),
     "seed-methods": ("seed-methods.json", seed_methods),
     "demo-saving": ("demo.json", demo_saving),

@@ -129,6 +129,11 @@ def test_numba_cache_lives_in_the_cache_directory() -> None:
     assert environment["NUMBA_CACHE_DIR"].startswith(f"/var/cache/{cache}/")
 
 
+def test_numpy_starts_no_blas_thread_per_cpu_in_the_daemon() -> None:
+    environment = dict(v.split("=", 1) for v in directives(SERVICE)["Environment"])
+    assert environment["OPENBLAS_NUM_THREADS"] == "1"
+
+
 def test_memory_deny_write_execute_is_not_set_and_says_why() -> None:
     assert "MemoryDenyWriteExecute" not in directives(SERVICE)
     comment = next(

@@ -360,6 +360,14 @@ def test_under_a_slowdown_limit_a_choice_at_the_bottom_stays() -> None:
     assert _bottom(0.02, Target(max_slowdown=0.25)) == [0, 0, 0]
 
 
+@pytest.mark.parametrize("level", [0, 3])
+def test_a_single_allowed_level_is_never_probed_away_from(level: int) -> None:
+    """lo = hi (a pinned range): no level above or below to probe, the top one included."""
+    v = view([10, 9, 8, 7], [1, 2, 3, 4], current=level, lo=level, hi=level)
+    policy = EnergyPolicy(probe_ticks=1)
+    assert [policy.decide(v) for _ in range(4)] == [level] * 4
+
+
 def test_under_a_slowdown_limit_a_probe_steps_one_level() -> None:
     levels = np.linspace(200.0, 600.0, 101)
     times = 10.0 * (600.0 / levels) ** 0.1

@@ -255,6 +255,8 @@ class EnergyPolicy:
             if probe < view.lo and view.target.fps is not None and view.mem_levels_mhz is None:
                 probe = self._above(view, choice)
                 up = probe <= view.hi  # any faster level keeps the deadline: no test to pass
+                if not up:
+                    probe = -1  # the only allowed level: nothing to probe
             if up or (probe >= view.lo and self._worth_probing(view, probe, choice)):
                 self._steady = 0
                 if self._spreads is not None:

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,6 +112,46 @@ def test_close_ends_the_thread_and_frees_the_port() -> None:
     with socket.socket() as again:
         again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         again.bind(("127.0.0.1", running.port))  # free
+
+
+def test_metrics_that_fail_to_render_fail_one_scrape_not_the_endpoint() -> None:
+    calls = []
+
+    def exposition() -> bytes:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("a gauge holds nothing")
+        return b"govd_up 1\n"
+
+    endpoint = metrics_http.MetricsEndpoint(exposition, "127.0.0.1", 0)
+    try:
+        with pytest.raises(urllib.error.HTTPError) as failed:
+            scrape_text(endpoint.port)
+        assert failed.value.code == 500
+        assert scrape_text(endpoint.port) == "govd_up 1\n"
+        assert endpoint._thread.is_alive()
+    finally:
+        endpoint.close()
+
+
+def test_close_returns_and_frees_the_port_after_the_thread_stopped_on_an_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon closes the endpoint before it restores the clocks: a close that raised
+    because the serving thread had already stopped (the custody fuzz met one: BrokenPipeError
+    on the wake-up pipe) would have skipped the restore."""
+    def broken(self: object, selector: object) -> None:
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(metrics_http.MetricsEndpoint, "_expire", broken)
+    endpoint = metrics_http.MetricsEndpoint(lambda: b"", "127.0.0.1", 0)
+    with socket.create_connection(("127.0.0.1", endpoint.port), timeout=5):
+        endpoint._thread.join(timeout=5.0)  # the first event's batch ends in the error
+    assert not endpoint._thread.is_alive()
+    endpoint.close()
+    endpoint.close()  # twice: still nothing raised
+    with socket.socket() as again:
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", endpoint.port))  # free
 
 
 def test_restore_opens_what_it_needs_though_something_filled_the_open_files_limit(

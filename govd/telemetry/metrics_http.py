@@ -104,7 +104,10 @@ class MetricsEndpoint:
         if self._closing:
             return
         self._closing = True
-        os.write(self._wake_write, b"x")
+        # a thread that already stopped (it logged why) has closed the pipe's other end: the
+        # write fails, and there is nothing to wake
+        with contextlib.suppress(OSError):
+            os.write(self._wake_write, b"x")
         self._thread.join(timeout=2.0)
         os.close(self._wake_write)
 
@@ -127,7 +130,7 @@ class MetricsEndpoint:
                 if not self._listening and self._idle_since(time.monotonic()) is not None:
                     selector.register(self._listener, selectors.EVENT_READ, None)
                     self._listening = True
-        except Exception as exc:  # never a traceback from the thread; the loop goes on
+        except Exception as exc:  # never a traceback from the thread; `close` still works
             log.error("metrics endpoint stopped: %s: %s", type(exc).__name__, exc)
         finally:
             for fd in list(self._connections):
@@ -215,12 +218,18 @@ class MetricsEndpoint:
         path = words[1].split(b"?", 1)[0]
         if path not in (b"/metrics", b"/"):
             return 404, b"not found: try /metrics\n", True
-        return 200, self._exposition(), words[0] == b"GET"
+        try:
+            body = self._exposition()
+        except Exception as exc:  # one failed scrape, not an endpoint that stops serving
+            log.error("metrics endpoint: the metrics could not be rendered: %s: %s",
+                      type(exc).__name__, exc)
+            return 500, b"the metrics could not be rendered\n", True
+        return 200, body, words[0] == b"GET"
 
     def _answer(self, selector: selectors.BaseSelector, conn: _Connection, status: int,
                 body: bytes, with_body: bool = True) -> None:
         reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed",
-                  431: "Request Header Fields Too Large"}[status]
+                  431: "Request Header Fields Too Large", 500: "Internal Server Error"}[status]
         self.counts["served" if status == 200 else "refused"] += 1
         head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {CONTENT_TYPE}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()

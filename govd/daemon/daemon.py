@@ -632,7 +632,10 @@ class Daemon:
         self._watch.close()
         for closing in (self.source, self._metrics_server):  # their descriptors go first
             if closing is not None:
-                closing.close()
+                try:
+                    closing.close()
+                except OSError as exc:  # never allowed to skip the restore below
+                    log.error("closing the %s failed (%s)", type(closing).__name__, exc)
         failures = self.custody.end(leave=left)
         for line in failures:
             log.error("could not restore %s; kept in %s for `govd restore`", line,

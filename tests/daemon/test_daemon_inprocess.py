@@ -106,6 +106,29 @@ def test_no_rewrite_without_a_suspend(short_dir):
     assert daemon.runners[0].counts["writes"] == 1
 
 
+def test_a_frame_source_that_fails_to_close_does_not_keep_the_clocks_from_going_back(
+        short_dir):
+    """The sources and the metrics endpoint are closed first on the way out (their
+    descriptors); a close that raised used to end the stop before any device was restored."""
+    root = short_dir / "sys"
+    mali_panfrost(root, governor="userspace")
+    set_freq = root / f"devices/platform/{MALI}/devfreq/{MALI}/userspace/set_freq"
+    before = set_freq.read_text()
+
+    def fail() -> None:
+        raise OSError(5, "Input/output error")
+
+    def break_close(daemon: Daemon) -> None:
+        if daemon.stats.ticks == 2:
+            daemon.source.close = fail  # type: ignore[method-assign]
+
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+    run_until(daemon, lambda d: d.stats.ticks >= 5 and runner(d, MALI).counts["writes"] > 0,
+              break_close)
+    assert set_freq.read_text().strip() == before.strip()
+    assert not (short_dir / "state.json").exists()  # every device back: the file is removed
+
+
 def test_device_appearing_after_start_is_saved_to_the_state_file_then_governed(short_dir):
     root = short_dir / "sys"
     mali_panfrost(root, governor="userspace")

@@ -336,30 +336,6 @@ def test_a_choice_near_its_deadline_probes_one_level_down() -> None:
     assert picks == [100, 100, 99]
 
 
-def _bottom(time_noise: float, target: Target) -> list[int]:
-    """Three decisions of a policy probing every 2 ticks whose model calls the lowest of 101
-    levels (200-600 MHz, 4 MHz apart) the cheapest and fast enough."""
-    levels = np.linspace(200.0, 600.0, 101)
-    view = outlook(levels, current=0, target=target,
-                   predicted=predictions(101, time_ms=10.0 * (600.0 / levels) ** 0.1,
-                                         energy_mj=levels / 10.0, time_noise=time_noise,
-                                         ready=True))
-    policy = EnergyPolicy(probe_ticks=2, confidence=2.0)
-    return [policy.decide(view) for _ in range(3)]
-
-
-def test_under_a_deadline_a_choice_at_the_bottom_probes_up_over_the_noise_of_a_ratio() -> None:
-    """Nothing lies below the lowest level, so a probe goes up, where the deadline holds
-    whatever the model predicts there: by 2 x sqrt(2) x 2 % in log clock (200 -> 211.6 MHz,
-    the level at 212), or one level where the model gives no noise."""
-    assert _bottom(0.02, Target(fps=60.0)) == [0, 0, 3]
-    assert _bottom(math.nan, Target(fps=60.0)) == [0, 0, 1]
-
-
-def test_under_a_slowdown_limit_a_choice_at_the_bottom_stays() -> None:
-    assert _bottom(0.02, Target(max_slowdown=0.25)) == [0, 0, 0]
-
-
 @pytest.mark.parametrize("level", [0, 3])
 def test_a_single_allowed_level_is_never_probed_away_from(level: int) -> None:
     """lo = hi (a pinned range): no level above or below to probe, the top one included."""

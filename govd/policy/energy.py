@@ -45,12 +45,7 @@ target; else the predicted time itself) and predicts it to save energy: a probe 
 known to be too slow is a violation bought for nothing. With a model that says what it knows,
 a probe that leaves the choice as it was doubles the wait before the next one (up to 64 ×
 ``probe_ticks``); a new choice starts it afresh. The seed form does not say, and learns how
-its work scales only from such probes: it keeps probing every ``probe_ticks``. Under a frame
-deadline a choice at the lowest allowed level probes up instead (`_above`: over as much clock
-as one ratio's noise needs), with no test: a faster level keeps the deadline, and a model that
-calls the bottom cheapest, as a power prior without the GPU's voltage floor does, is otherwise
-never shown the level above (game-light on the 100-level mobile table held its lowest clock
-for three quarters of its frames, where one fixed clock 25 % higher used less energy).
+its work scales only from such probes: it keeps probing every ``probe_ticks``.
 
 Under a slowdown target the work may change before the next tick, and the level chosen for the
 work that ran then runs the next (a memory-bound kernel's cheapest level, a low core clock, can
@@ -251,13 +246,7 @@ class EnergyPolicy:
         if self.probe_ticks and self._steady >= self._wait:
             probe = self._below(view, choice) if view.mem_levels_mhz is None else \
                 self._neighbour(view, choice)
-            up = False
-            if probe < view.lo and view.target.fps is not None and view.mem_levels_mhz is None:
-                probe = self._above(view, choice)
-                up = probe <= view.hi  # any faster level keeps the deadline: no test to pass
-                if not up:
-                    probe = -1  # the only allowed level: nothing to probe
-            if up or (probe >= view.lo and self._worth_probing(view, probe, choice)):
+            if probe >= view.lo and self._worth_probing(view, probe, choice):
                 self._steady = 0
                 if self._spreads is not None:
                     self._wait = min(2 * self._wait, 64 * self.probe_ticks)
@@ -292,20 +281,6 @@ class EnergyPolicy:
             safe = np.flatnonzero((view.levels_mhz[view.lo:choice] >= floor_mhz)
                                   & (p.time_ms[view.lo:choice] <= view.target.deadline_ms))
         return view.lo + int(safe[0]) if safe.size else below
-
-    def _above(self, view: Outlook, choice: int) -> int:
-        """The level a probe from the lowest allowed level tries under a frame deadline, with
-        one clock domain: the lowest level whose clock is ``confidence`` · √2 ·
-        `Predictions.time_noise` above the choice's in log clock (a ratio measured over less
-        clock than that says nothing against the noise of its two ticks), at least one level up;
-        one level up where the model gives no noise. Past ``hi`` where there is none."""
-        noise = view.predictions.time_noise
-        if not (math.isfinite(noise) and noise > 0.0):
-            return choice + 1
-        f = view.levels_mhz
-        least = float(f[choice]) * math.exp(self.confidence * math.sqrt(2.0) * noise)
-        up = np.flatnonzero(f[choice + 1:view.hi + 1] >= least)
-        return choice + 1 + int(up[0]) if up.size else view.hi
 
     def _unknown(self, view: Outlook, probe: int) -> bool:
         """Whether the model's uncertainty about ``probe``'s time, beyond the noise every

@@ -130,6 +130,7 @@ def test_metrics_that_fail_to_render_fail_one_scrape_not_the_endpoint() -> None:
         assert failed.value.code == 500
         assert scrape_text(endpoint.port) == "govd_up 1\n"
         assert endpoint._thread.is_alive()
+        assert endpoint.counts["failed"] == 1 and endpoint.counts["refused"] == 0
     finally:
         endpoint.close()
 

@@ -85,10 +85,12 @@ class MetricsEndpoint:
         self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._connections: dict[int, _Connection] = {}
         self._closing = False
-        self.counts = {"served": 0, "timed_out": 0, "refused": 0, "evicted": 0, "full": 0}
+        self.counts = {"served": 0, "timed_out": 0, "refused": 0, "failed": 0, "evicted": 0,
+                       "full": 0}
         """Answers sent; connections closed for taking too long; requests refused (too long,
-        not GET); idle connections closed for a newer one; times every place was taken by
-        connections too fresh to close (new ones then wait in the kernel)."""
+        not GET); scrapes answered 500 because the metrics could not be rendered; idle
+        connections closed for a newer one; times every place was taken by connections too
+        fresh to close (new ones then wait in the kernel)."""
         self._listening = True
         self._thread = threading.Thread(target=self._serve, name="govd-metrics", daemon=True)
         self._thread.start()
@@ -230,7 +232,7 @@ class MetricsEndpoint:
                 body: bytes, with_body: bool = True) -> None:
         reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed",
                   431: "Request Header Fields Too Large", 500: "Internal Server Error"}[status]
-        self.counts["served" if status == 200 else "refused"] += 1
+        self.counts["served" if status == 200 else "failed" if status == 500 else "refused"] += 1
         head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {CONTENT_TYPE}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
         conn.answer = head + (body if with_body else b"")

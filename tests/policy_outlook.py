@@ -33,7 +33,7 @@ def predictions(
     return Predictions(
         time_ms=array(time_ms), power_w=array(power_w), energy_mj=array(energy_mj),
         time_sd_now=array(sd_now, 0.0), time_sd_top=array(sd_top, 0.0), time_noise=time_noise,
-        roughness=0.0, ready=ready, work_ticks=work_ticks, sensitivity_ms_per_mhz=math.nan,
+        ready=ready, work_ticks=work_ticks, sensitivity_ms_per_mhz=math.nan,
         fitted_time_ms=math.nan, spread_from_pairs=spread_from_pairs,
     )
 

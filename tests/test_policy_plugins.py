@@ -96,7 +96,7 @@ from govd.target import Target
 levels = np.array([300.0, 600.0, 900.0, 1200.0, 1500.0])
 nan = np.full(5, np.nan)
 predicted = Predictions(time_ms=nan, power_w=nan, energy_mj=nan, time_sd_now=nan,
-                        time_sd_top=nan, time_noise=0.0, roughness=0.0, ready=False,
+                        time_sd_top=nan, time_noise=0.0, ready=False,
                         work_ticks=0, sensitivity_ms_per_mhz=float("nan"),
                         fitted_time_ms=float("nan"))
 view = Outlook(levels_mhz=levels, lo=1, hi=4, current=0, predictions=predicted,

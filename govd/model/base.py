@@ -45,9 +45,6 @@ class Predictions:
     time_noise: float
     """Standard deviation of one unit's log time about the model's mean: the per-unit noise
     (a ratio of two units carries sqrt(2) times it)."""
-    roughness: float
-    """Standard deviation of a level's deviation from the model's smooth curve at a level it
-    has not measured for the current work; 0 for a form without that notion."""
     ready: bool
     """False until the model has seen enough samples for its predictions to mean anything."""
     work_ticks: int

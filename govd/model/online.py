@@ -4,7 +4,7 @@ It owns the state buffer that `govd.model.tick.model_tick` updates in place (wit
 parts: `vecs`, `P`, `pw`, `Pc`, `lv`, `cfg`, `icfg`, `stats`, `out`, `scal`), and exposes the
 predictions as read-only views into them (valid until the next `update`). Its spread is derived
 from the a-priori errors and the RLS covariance (`govd.model.spread`); it has no notion of a
-change of work nor of roughness. The form ``seed`` (`govd.model.seed_form`) builds it, or
+change of work. The form ``seed`` (`govd.model.seed_form`) builds it, or
 `govd.model.two_domain.TwoDomainModel` for (core, memory) pairs.
 """
 
@@ -79,7 +79,7 @@ class OnlineModel:
         self._record = Predictions(
             time_ms=self.time_ms, power_w=self.power_w, energy_mj=self.energy_mj,
             time_sd_now=self.time_sd_now, time_sd_top=self.time_sd_top, time_noise=math.nan,
-            roughness=0.0, ready=False, work_ticks=0, sensitivity_ms_per_mhz=math.nan,
+            ready=False, work_ticks=0, sensitivity_ms_per_mhz=math.nan,
             fitted_time_ms=math.nan)
 
     def _level_table(self, levels_mhz: Sequence[float] | FloatArray, settings: ModelSettings

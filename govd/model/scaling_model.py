@@ -108,7 +108,7 @@ class ScalingModel:
         self._record = Predictions(
             time_ms=self.time_ms, power_w=self.power_w, energy_mj=self.energy_mj,
             time_sd_now=self.time_sd_now, time_sd_top=self.time_sd_top, time_noise=math.nan,
-            roughness=0.0, ready=False, work_ticks=0, sensitivity_ms_per_mhz=math.nan,
+            ready=False, work_ticks=0, sensitivity_ms_per_mhz=math.nan,
             fitted_time_ms=math.nan, spread_from_pairs=True)
 
     def _views(self) -> None:

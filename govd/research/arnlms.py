@@ -188,7 +188,7 @@ class ArNlmsModel:
         return Predictions(
             time_ms=self.time_ms, power_w=self.power_w, energy_mj=self.energy_mj,
             time_sd_now=self.time_sd_now, time_sd_top=self.time_sd_top,
-            time_noise=time_noise(self._err, self.settings.noise_prior), roughness=0.0,
+            time_noise=time_noise(self._err, self.settings.noise_prior),
             ready=self.ready, work_ticks=max(self.power_model.stats_dict()["ticks"] - 1, 0),
             sensitivity_ms_per_mhz=math.nan, fitted_time_ms=self.fitted_time_ms,
         )

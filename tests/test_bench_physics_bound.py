@@ -47,3 +47,18 @@ def test_a_slow_clock_and_a_slow_top_are_counted() -> None:
     assert r["units_over"] == pytest.approx(1 / 3)
     assert r["max_excess"] == pytest.approx(math.log(1.08))
     assert r["top_not_fastest"] == pytest.approx(1 / 3)
+    assert r["clock_tail_max"] == pytest.approx(1 / 3) and r["clock_tail_mhz"] == 1400.0
+
+
+def test_a_clock_slow_for_every_work_stands_out_and_a_steep_work_does_not() -> None:
+    """At a 30 % budget the safe range is 1200-1400 MHz (the top excluded from the tails)."""
+    works = [k * LEVELS[-1] / LEVELS for k in (5.0, 10.0, 20.0, 40.0)]
+    for w in works:
+        w[4] *= 1.05  # 1300 MHz runs 5 % slower than 1/f for every work
+    r = check(table(*works), 0.30)
+    assert r["level_mhz"] == 1200.0
+    assert r["clock_tail_max"] == 1.0 and r["clock_tail_mhz"] == 1300.0
+    assert r["clock_tail_median"] == 0.0
+    steep = [k * (LEVELS[-1] / LEVELS) ** 1.5 for k in (5.0, 10.0)]  # its own excess
+    r = check(table(*steep), 0.30)
+    assert r["clock_tail_max"] == 1.0 and r["clock_tail_median"] == 1.0

@@ -388,3 +388,33 @@ def test_the_miss_chance_is_the_normal_tail() -> None:
     want = [0.5 * math.erfc((0.1 - c) / (0.03 * math.sqrt(2.0))) for c in curve]
     assert np.max(np.abs(got - np.array(want))) < 3e-6
     assert _miss_chance(np.array([0.05, 0.1, 0.15]), 0.1, 0.0).tolist() == [0.0, 0.0, 1.0]
+
+
+def test_the_hedge_keeps_the_mean_chance_of_its_remembered_curves() -> None:
+    """The work-change hedge's running sum of remembered miss chances is their mean, over
+    several rounds of its memory and a change of target (it replaced a mean over 128 curves
+    per tick, whose cost grew with the level count)."""
+    from govd.policy.energy import HEDGE_TICKS, EnergyPolicy, _miss_chance
+
+    rng = np.random.default_rng(3)
+    policy = EnergyPolicy()
+    levels = 40
+    curves, spreads = [], []
+    checked = 0
+    for tick in range(3 * HEDGE_TICKS + 17):
+        budget = math.log1p(0.10 if tick < 2 * HEDGE_TICKS + 5 else 0.25)
+        curve = np.sort(rng.uniform(0.0, 0.4, levels))[::-1].copy()
+        if tick % 7:  # same work as the tick before: the curve stays
+            curve = curves[-1] if curves else curve
+        noise = float(rng.uniform(0.005, 0.02))
+        got = policy._change_risk(curve, budget, current=3, noise=noise)
+        curves.append(curve)
+        spreads.append(math.sqrt(2.0) * noise)
+        kept = curves[-HEDGE_TICKS:], spreads[-HEDGE_TICKS:]
+        mean = np.mean([_miss_chance(c, budget, s) for c, s in zip(*kept)], axis=0)
+        if got.any():
+            moved = got / mean
+            assert np.allclose(moved[mean > 1e-6], moved[mean > 1e-6][0], rtol=1e-9)
+            assert np.allclose(got, moved[mean > 1e-6][0] * mean, rtol=1e-9, atol=1e-15)
+            checked += 1
+    assert checked > 2 * HEDGE_TICKS

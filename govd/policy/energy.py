@@ -179,6 +179,7 @@ class EnergyPolicy:
         self.hysteresis = hysteresis
         self._curves = np.zeros((0, 0))
         self._misses = np.zeros((0, 0))
+        self._miss_sum = np.zeros(0)
         self._curve_sd = np.zeros(0)
         self._hedge_budget = math.nan
         self._moved = np.zeros(0, dtype=np.int8)
@@ -489,6 +490,7 @@ class EnergyPolicy:
         if self._curves.shape[1] != n:
             self._curves = np.zeros((HEDGE_TICKS, n))
             self._misses = np.zeros((HEDGE_TICKS, n))
+            self._miss_sum = np.zeros(n)
             self._curve_sd = np.zeros(HEDGE_TICKS)
             self._moved = np.zeros(self._change_ticks, dtype=np.int8)  # -1 not comparable, 0, 1
             self._seen = 0
@@ -502,14 +504,23 @@ class EnergyPolicy:
         else:
             self._moved[moved] = -1
         kept = min(self._seen + 1, HEDGE_TICKS)
+        exact = slot == 0  # the running sum made exact once a round, so it cannot drift
         if budget != self._hedge_budget:  # another target: every remembered chance anew
             self._hedge_budget = budget
             self._misses[:kept] = _miss_chance(self._curves[:kept], budget,
                                                self._curve_sd[:kept, None])
+            exact = True
         spread = math.sqrt(2.0) * noise if math.isfinite(noise) and noise > 0.0 else 0.0
         self._curves[slot] = curve
         self._curve_sd[slot] = spread
-        self._misses[slot] = _miss_chance(curve, budget, spread)
+        row = _miss_chance(curve, budget, spread)
+        if not exact:  # the row leaves the sum and the new one enters: O(L) a tick
+            if self._seen >= HEDGE_TICKS:
+                self._miss_sum -= self._misses[slot]
+            self._miss_sum += row
+        self._misses[slot] = row
+        if exact:
+            self._miss_sum = self._misses[:kept].sum(axis=0)
         self._last_level = current
         self._seen += 1
         judged = min(self._seen, self._change_ticks)
@@ -517,7 +528,7 @@ class EnergyPolicy:
         if compared.sum() < HEDGE_MIN_TICKS:
             return np.zeros(n)
         change = float((self._moved[:judged] == 1).sum()) / float(compared.sum())
-        over = self._misses[:kept].mean(axis=0)
+        over = self._miss_sum / kept
         chance: np.ndarray = change * over
         return chance
 
@@ -525,6 +536,7 @@ class EnergyPolicy:
         """Forget how long the level has been steady, and the margins' learnt scale."""
         self._curves = np.zeros((0, 0))
         self._misses = np.zeros((0, 0))
+        self._miss_sum = np.zeros(0)
         self._curve_sd = np.zeros(0)
         self._hedge_budget = math.nan
         self._moved = np.zeros(0, dtype=np.int8)

@@ -410,8 +410,8 @@ def test_the_hedge_keeps_the_mean_chance_of_its_remembered_curves() -> None:
         got = policy._change_risk(curve, budget, current=3, noise=noise)
         curves.append(curve)
         spreads.append(math.sqrt(2.0) * noise)
-        kept = curves[-HEDGE_TICKS:], spreads[-HEDGE_TICKS:]
-        mean = np.mean([_miss_chance(c, budget, s) for c, s in zip(*kept)], axis=0)
+        kept = zip(curves[-HEDGE_TICKS:], spreads[-HEDGE_TICKS:], strict=True)
+        mean = np.mean([_miss_chance(c, budget, s) for c, s in kept], axis=0)
         if got.any():
             moved = got / mean
             assert np.allclose(moved[mean > 1e-6], moved[mean > 1e-6][0], rtol=1e-9)

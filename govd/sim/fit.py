@@ -41,13 +41,16 @@ from govd.sim.levels import FloatArray, LevelTable
 MAX_ITERATIONS = 400
 TOLERANCE = 1e-10
 """Stop when the relative squared error improves by less than this between iterations."""
+SOLVER_TOLERANCE = 1e-8
+"""The time curves' least-squares stopping tolerances (scipy's ftol, xtol and gtol; its
+default) for the fitted curves."""
 CV_SOLVER_TOLERANCE = 1e-12
 """The time curves' least-squares tolerances in the held-out folds. Among fits of nearly equal
 error the solver's default (1e-8) stops wherever rounding leaves it, and the held-out time
 error of the RTX 2070 Super table moved from 1.996 % to 2.041 % between two BLAS builds of
 one NumPy; at 1e-12 they agree within 0.002 points, so a shipped table's figure is what a
-refit reproduces on any machine. The fitted curves keep the default: they were already the
-same to 1e-4."""
+refit reproduces on any machine. The fitted curves keep `SOLVER_TOLERANCE`: they were already
+the same to 1e-4."""
 FLOOR = 1e-12
 PRIOR_WEIGHT = 0.01
 """Weight of the pull of log g and log h towards the physical shapes, against relative errors:
@@ -177,12 +180,12 @@ def unit_params(cv: Curves, time: FloatArray, power: FloatArray) -> UnitParams:
     return UnitParams(a=a, b=b, e=e, alpha=alpha, beta=beta)
 
 
-def fit_curves(sweep: SweepTable, solver_tolerance: float = 1e-8
+def fit_curves(sweep: SweepTable, solver_tolerance: float = SOLVER_TOLERANCE
                ) -> tuple[Curves, UnitParams]:
     """Curves and unit parameters of `sweep` (see the module docstring). `FitError` when the
     sweep has fewer than 2 units or levels, or a time or power that is not positive.
-    ``solver_tolerance``: the time curves' least-squares stopping tolerances (scipy's
-    ftol, xtol and gtol; its default, 1e-8, unless given)."""
+    ``solver_tolerance``: the time curves' least-squares stopping tolerances
+    (`SOLVER_TOLERANCE` unless given)."""
     time, power = sweep.time_ms, sweep.power_w
     if time.shape[0] < 2 or time.shape[1] < 2:
         raise FitError(f"need at least 2 units and 2 levels, got {time.shape[0]} x {time.shape[1]}")

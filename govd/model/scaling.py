@@ -114,6 +114,11 @@ ERR_PRIOR_PAIRS = 5.0
 POWER_SLACK = 0.05
 """Slack (log units) on the physical bound for the same work's busy power between two clocks:
 it rises with the clock, and at most as f³ (f·V², V at most proportional to f)."""
+COUNTER_FLOOR = 0.05
+"""Least magnitude, in scaled units (a counter's scale is of the order of its values), that a
+counter's change is measured against when its own value is below it: a counter near zero for
+one piece of work moves by its noise, which is no change of work however large relative to its
+value."""
 INNOVATION_Z = 5.0
 """A pair whose log time ratio is off the model's prediction by more than this many predictive
 standard deviations is another piece of work (the innovation gate of a Kalman filter), unless
@@ -307,7 +312,7 @@ def find_slot(sig: FloatArray, meta: FloatArray, s0: float, z: FloatArray, tol_t
             continue
         ok = True
         for i in range(nx):
-            ref = max(abs(z[1 + i]), abs(sig[j, 1 + i]), 1e-3)
+            ref = max(abs(z[1 + i]), abs(sig[j, 1 + i]), COUNTER_FLOOR)
             dx = (z[1 + i] - sig[j, 1 + i]) / (tol_x * ref)
             if dx * dx > 1.0:
                 ok = False
@@ -334,7 +339,7 @@ def _same_work(x: FloatArray, xprev: FloatArray, tol: float) -> bool:
     for i in range(x.shape[0]):
         a = abs(x[i])
         b = abs(xprev[i])
-        ref = max(a, b, 1e-3)
+        ref = max(a, b, COUNTER_FLOOR)
         if abs(x[i] - xprev[i]) > tol * ref:
             return False
     return True
@@ -786,7 +791,7 @@ def _remember_ref(v: dict[str, FloatArray], t_ms: float, learned: bool, y: float
     s0 = math.log(t_ms) - float(cg @ bnow)
     used = meta[:, AGE] > 0.0
     dt2 = ((s0 - sig[:, 0]) / cf[SLOT_TOL]) ** 2
-    ref = np.maximum(np.maximum(np.abs(z[1:]), np.abs(sig[:, 1:])), 1e-3)
+    ref = np.maximum(np.maximum(np.abs(z[1:]), np.abs(sig[:, 1:])), COUNTER_FLOOR)
     dx2 = ((z[1:] - sig[:, 1:]) / (cf[SAME_WORK] * ref)) ** 2
     fits = used & (dt2 <= 1.0) & np.all(dx2 <= 1.0, axis=1)
     if fits.any():
@@ -849,7 +854,7 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
         v["bnow"][:] = bnow
         db = bnow - v["bprev"]
         if sc[HAS_PREV] == 1.0:
-            ref = np.maximum(np.maximum(np.abs(z[1:]), np.abs(v["xprev"])), 1e-3)
+            ref = np.maximum(np.maximum(np.abs(z[1:]), np.abs(v["xprev"])), COUNTER_FLOOR)
             same = bool(np.all(np.abs(z[1:] - v["xprev"]) <= cf[SAME_WORK] * ref))
             same = same and _same_power.py_func(power_w, busy, sc[PB_PREV], v["pc"][0],
                                                 cf[IDLE_W], v["bprev"], bnow, nb)

@@ -72,7 +72,9 @@ class ModelSettings:
     """Scaling form: slack (log units) beyond what any work could do at two clocks before a
     pair of ticks counts as a change of work rather than a measurement of scaling."""
     same_work: float = 0.25
-    """Scaling form: relative change of any counter between two ticks that means other work."""
+    """Scaling form: relative change of any counter between two ticks that means other work
+    (relative to the larger of its two values, and to no less than `COUNTER_FLOOR` of its
+    scale: `govd.model.scaling`)."""
     work_slots: int = 32
     """Scaling form: pieces of work remembered with their own curve (a kernel seen again gets
     its curve back at once); 0: one counter-conditioned curve for all work."""

@@ -138,3 +138,55 @@ def test_reset_forgets_the_refusals() -> None:
     run(policy, [tick(0, TOP, 10.0), tick(1, 2, 11.5)])
     policy.reset()
     assert policy.guard.refused(tick(2, TOP, 10.0)) is None
+
+
+# level 1 predicted 7 % slower than the top ± 2 %: outside a 10 % limit at two standard
+# deviations, inside at one; level 2 3 % slower ± 1 %: inside at two
+SPREAD_TIMES = [14.0, 10.0 * math.exp(0.07), 10.0 * math.exp(0.03), 10.0]
+SPREAD_ENERGIES = [9.0, 5.0, 6.0, 7.0]
+SPREAD_SD = [0.5, 0.02, 0.01, 0.0]
+
+
+def spread_tick(n, current, frame_ms, work_ticks=None):
+    p = predictions(len(LEVELS), time_ms=SPREAD_TIMES, energy_mj=SPREAD_ENERGIES, ready=True,
+                    spread_from_pairs=True, sd_top=SPREAD_SD, sd_now=SPREAD_SD,
+                    work_ticks=n if work_ticks is None else work_ticks)
+    power = 100.0 if current == TOP else 80.0
+    return outlook(LEVELS, current=current, target=SLOW, tick=n, predicted=p,
+                   frame_time_ms=frame_ms, power_w=power)
+
+
+def test_slowdown_margins_shrink_where_the_works_measured_ratio_keeps_the_limit() -> None:
+    """Choices below the top that the work's own time at the top shows inside the limit lower
+    the margin, as missed frames move the deadline margins: level 1, refused at two
+    deviations, is chosen once the scale has fallen below ~0.6."""
+    policy = EnergyPolicy(probe_ticks=0)
+    assert policy.decide(spread_tick(0, TOP, 10.0)) == 2
+    choice, n = 2, 1
+    while choice == 2 and n < 3000:
+        choice = policy.decide(spread_tick(n, 2, 10.3))
+        n += 1
+    assert choice == 1 and n > 1000  # ~1 500 ticks at 0.05 · 0.005 / 0.995 a tick
+
+
+def test_a_miss_measured_against_the_top_widens_the_slowdown_margins_again() -> None:
+    policy = EnergyPolicy(probe_ticks=0)
+    run(policy, [spread_tick(0, TOP, 10.0)] + [spread_tick(n, 2, 10.3) for n in range(1, 1800)])
+    assert policy.decide(spread_tick(1800, 1, 10.5)) == 1
+    # three ticks at level 1 over the limit (12 % slower than the work's top): the guard
+    # refuses the level, and the margins widen by 0.05 a miss
+    choices = [policy.decide(spread_tick(n, 1, 11.2)) for n in range(1801, 1804)]
+    assert choices[-1] == 2
+    fresh = EnergyPolicy(probe_ticks=0)
+    run(fresh, [spread_tick(0, TOP, 10.0)] + [spread_tick(n, 2, 10.3) for n in range(1, 1800)])
+    assert policy._limit_z(spread_tick(1804, 2, 10.3)) > fresh._limit_z(spread_tick(1800, 2, 10.3))
+
+
+def test_work_never_run_at_the_top_keeps_the_full_slowdown_margin() -> None:
+    """The margins fall only where the work's ratio to the top is measured: new work that has
+    not run there is judged at ``confidence`` deviations, whatever the scale learned."""
+    policy = EnergyPolicy(probe_ticks=0)
+    run(policy, [spread_tick(0, TOP, 10.0)] + [spread_tick(n, 2, 10.3) for n in range(1, 2500)])
+    assert policy.decide(spread_tick(2500, 1, 10.5)) == 1
+    # other work starts at level 1 (work_ticks 0) and has never run at the top
+    assert policy.decide(spread_tick(2501, 1, 20.0, work_ticks=0)) == 2

@@ -34,6 +34,16 @@ below the choice by the daemon's dwell time or a change in flight included), the
 standard deviations is too tight on noisy scenes and too loose on steady ones). The scale stays
 within [1/4, 4] and starts at 1.
 
+Under a slowdown target the standard deviations of margin (``confidence``: the choice's, the
+probes', the measured guard's) are scaled the same way, by what they achieve where it can be
+measured: after a tick that ran a choice below the fastest allowed level for work whose time
+at the fastest level the guard has measured, the scale rises by ``margin_rate`` if that tick
+was over the limit against that time and falls by ``margin_rate · miss_budget / (1 −
+miss_budget)`` if not. The smaller margin applies only to such work; work not yet run at the
+fastest level keeps at least ``confidence`` deviations, since only the model knows its ratio to
+the top. A fixed two deviations spent little of the budget where the ratio's spread is
+calibrated (the V100 tables at 10 %: 0.2 % of units over the limit, the hedged reference 1 %).
+
 A model only learns how time scales with frequency from ticks where the frequency changed; a
 policy that holds one level never teaches it. So after ``probe_ticks`` ticks at one level the
 policy runs one tick lower (under a frame deadline as far down as time growing as 1/f from the
@@ -140,8 +150,10 @@ class EnergyPolicy:
         the fastest allowed level that may miss a frame deadline, the aim of the margin's
         feedback; under a slowdown target, the average chance of a miss of the levels chosen
         (the aim of the price's feedback) and the most that the work-change hedge allows at
-        one level; ``margin_rate``: how
-        far one missed frame raises the margins' scale (0: fixed margins); ``price_misses``:
+        one level, and the aim of the slowdown margins' feedback; ``margin_rate``: how far one
+        missed frame (under a slowdown target: one unit over the limit against its work's
+        measured time at the fastest level) raises the margins' scale (0: fixed margins);
+        ``price_misses``:
         under a slowdown target, charge each level's chance of a miss at a price fed back to
         ``miss_budget`` (`_choose_in_budget`) instead of refusing levels within ``confidence``
         standard deviations of the limit. Off by default: it relies on the model's spread being
@@ -157,6 +169,8 @@ class EnergyPolicy:
         self.miss_budget = miss_budget
         self.margin_rate = margin_rate
         self._scale = 1.0
+        self._limit_scale = 1.0
+        self._z = confidence
         self._judged = False
         if not (math.isfinite(confidence) and 0.0 <= confidence <= 10.0):
             raise ValueError(f"confidence must be in [0, 10], got {confidence!r}")
@@ -198,9 +212,10 @@ class EnergyPolicy:
         they act under none of the forms and targets in force. Read from the rules above:
         ``margin`` is the margin of a derived spread, ``error_weight`` its growth under a
         deadline; ``confidence`` and ``price_misses`` (slowdown targets) need a measured
-        spread; ``margin_rate`` learns from missed deadlines; ``miss_budget`` aims the
-        deadline margins' feedback, and under a slowdown target the hedge and the price, which
-        need a measured spread."""
+        spread; ``margin_rate`` learns from missed deadlines, and under a slowdown target from
+        units over the limit, which the margins of a measured spread answer; ``miss_budget``
+        aims the deadline margins' feedback, and under a slowdown target the hedge, the price
+        and the margins' feedback, which need a measured spread."""
         inert = set()
         if spread_from_pairs:
             inert |= {"margin", "error_weight"}
@@ -211,7 +226,9 @@ class EnergyPolicy:
         if frame_rate:
             inert.add("price_misses")
         else:
-            inert |= {"margin_rate", "error_weight"}
+            inert.add("error_weight")
+            if not spread_from_pairs:
+                inert.add("margin_rate")
         return frozenset(inert)
 
     def decide(self, view: Outlook) -> int:
@@ -219,9 +236,12 @@ class EnergyPolicy:
         self._learn_margin(view)
         self._spreads = _ratio_spreads(view.predictions)
         self._refused = None
+        self._z = self.confidence
         if (self._spreads is not None and view.target.max_slowdown is not None
                 and view.predictions.ready):
-            self.guard.observe(view)
+            missed = self.guard.observe(view, self._limit_z(view))
+            self._learn_limit_margin(missed)
+            self._z = self._limit_z(view)
             self._refused = self.guard.refused(view)
         level = self._decide(view)
         # the next tick's frames judge the margin if they ran below the top (not after a probe)
@@ -236,6 +256,28 @@ class EnergyPolicy:
             return
         made = (1.0 - late) * self.miss_budget / (1.0 - self.miss_budget)
         self._scale = min(max(self._scale + self.margin_rate * (late - made), 0.25), 4.0)
+
+    def _limit_z(self, view: Outlook) -> float:
+        """Standard deviations of margin under a slowdown limit: ``confidence`` scaled by what
+        the margins achieve on work whose time at the fastest level is measured
+        (`_learn_limit_margin`); never below ``confidence`` for work that has not run there,
+        whose ratio to the top nothing but the model knows."""
+        scale = self._limit_scale
+        if not self.guard.anchored(view):
+            scale = max(scale, 1.0)
+        return self.confidence * scale
+
+    def _learn_limit_margin(self, missed: bool | None) -> None:
+        """Scale the slowdown margins by whether the last tick, a choice (not a probe) below
+        the fastest level for work measured there, missed the limit (`MeasuredGuard.observe`):
+        up by ``margin_rate`` on a miss, down by ``margin_rate · miss_budget / (1 −
+        miss_budget)`` otherwise, within [1/4, 4], as the deadline margins are."""
+        if missed is None or not (self._judged and self.margin_rate):
+            return
+        late = 1.0 if missed else 0.0
+        made = (1.0 - late) * self.miss_budget / (1.0 - self.miss_budget)
+        self._limit_scale = min(max(self._limit_scale + self.margin_rate * (late - made), 0.25),
+                                4.0)
 
     def _decide(self, view: Outlook) -> int:
         choice = self._choose(view)
@@ -309,7 +351,7 @@ class EnergyPolicy:
             sd = sd_top if view.target.fps is None else sd_now
             # what the model does not know, without the noise every ratio carries
             noise = float(min(sd_now[view.current], sd[probe]))
-            unknown = self.confidence * math.sqrt(max(float(sd[probe]) ** 2 - noise**2, 0.0))
+            unknown = self._z * math.sqrt(max(float(sd[probe]) ** 2 - noise**2, 0.0))
         optimistic = float(t[probe]) * math.exp(-unknown)
         if view.target.fps is not None:
             if optimistic > view.target.deadline_ms:
@@ -397,7 +439,7 @@ class EnergyPolicy:
             log_t = np.log(time_ms[lo:hi + 1])
         if view.target.max_slowdown is not None and self.price_misses:
             return self._choose_in_budget(view, log_t, sd_top[lo:hi + 1])
-        z = self.confidence
+        z = self._z
         with np.errstate(all="ignore"):
             if view.target.fps is not None:
                 scene = view.time_error if math.isfinite(view.time_error) else 0.0
@@ -544,6 +586,7 @@ class EnergyPolicy:
         self._last_level = -1
         self._price = PRICE0
         self._scale = 1.0
+        self._limit_scale = 1.0
         self._judged = False
         self._level = -1
         self._steady = 0

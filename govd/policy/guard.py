@@ -21,7 +21,9 @@ the fastest allowed level and at the level running now, and refuses:
   model predicts for its power.
 
 Refusals hold until the work changes; the guard needs a tick of this work at the fastest allowed
-level, so work that never ran there is never refused. Only slowdown limits: under a frame
+level, so work that never ran there is never refused. Each tick below the fastest level it
+judges against that measured time (`observe`'s answer, whether the tick missed the limit) is
+what the energy policy scales its slowdown margins by. Only slowdown limits: under a frame
 deadline the deadline itself is measured every tick, and the margins' feedback answers misses.
 """
 
@@ -80,9 +82,19 @@ class MeasuredGuard:
         self._version += 1
         self._cache: tuple[tuple[int, int, int], np.ndarray | None] | None = None
 
-    def observe(self, view: Outlook) -> None:
+    def anchored(self, view: Outlook) -> bool:
+        """Whether the work that ran the tick just ended has run at the fastest allowed level:
+        its ratio to the top is measured, not only predicted."""
+        p = view.predictions
+        return (self._top_time.n > 0 and view.hi == self._hi
+                and view.tick - p.work_ticks == self._work_start)
+
+    def observe(self, view: Outlook, confidence: float | None = None) -> bool | None:
         """Learn from the tick that just ended at ``view.current`` (a slowdown limit in force
-        and the model ready; see `EnergyPolicy.decide`)."""
+        and the model ready; see `EnergyPolicy.decide`), its refusals with ``confidence``
+        standard deviations of margin (default: the guard's own). Returns whether that tick,
+        run below the fastest level, missed the limit against this work's measured time at
+        the fastest level; None where it cannot say (at the top, no such time, no frames)."""
         p = view.predictions
         start = view.tick - p.work_ticks
         if start != self._work_start or view.hi != self._hi:
@@ -90,7 +102,7 @@ class MeasuredGuard:
             self._work_start, self._hi = start, view.hi
         t = view.frame_time_ms
         if not (math.isfinite(t) and t > 0.0):
-            return
+            return None
         log_t = math.log(t)
         w = view.power_w
         log_e = log_t + math.log(w) if math.isfinite(w) and w > 0.0 else math.nan
@@ -99,32 +111,35 @@ class MeasuredGuard:
             self._top_time.add(log_t)
             if math.isfinite(log_e):
                 self._top_energy.add(log_e)
-            return
+            return None
         if cur != self._at:
             self._at, self._at_time, self._at_energy = cur, _Mean(), _Mean()
         self._at_time.add(log_t)
         if math.isfinite(log_e):
             self._at_energy.add(log_e)
         if not self._top_time.n:
-            return
-        self._judge_energy(cur)
-        self._judge_time(view, cur)
+            return None
+        z = self.confidence if confidence is None else confidence
+        self._judge_energy(cur, z)
+        self._judge_time(view, cur, z)
+        assert view.target.max_slowdown is not None
+        return log_t - self._top_time.mean > math.log1p(view.target.max_slowdown)
 
-    def _judge_energy(self, cur: int) -> None:
+    def _judge_energy(self, cur: int, z: float) -> None:
         top, at = self._top_energy, self._at_energy
         if top.n < 2 or at.n < 2:
             return
         sd = math.sqrt(top.var_of_mean() + at.var_of_mean())
-        if at.mean - top.mean > self.confidence * sd and cur not in self._dear:
+        if at.mean - top.mean > z * sd and cur not in self._dear:
             self._dear.add(cur)
             self._version += 1
 
-    def _judge_time(self, view: Outlook, cur: int) -> None:
+    def _judge_time(self, view: Outlook, cur: int, z: float) -> None:
         assert view.target.max_slowdown is not None
         ratio = self._at_time.mean - self._top_time.mean
         noise = view.predictions.time_noise
         noise = noise if math.isfinite(noise) else 0.0
-        limit = math.log1p(view.target.max_slowdown) - self.confidence * math.sqrt(2.0) * noise
+        limit = math.log1p(view.target.max_slowdown) - z * math.sqrt(2.0) * noise
         if ratio <= limit:
             return
         f = view.levels_mhz

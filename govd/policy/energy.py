@@ -254,8 +254,14 @@ class EnergyPolicy:
         if not (self._judged and self.margin_rate and math.isfinite(late)
                 and view.current < view.hi):
             return
+        self._scale = self._followed(self._scale, late)
+
+    def _followed(self, scale: float, late: float) -> float:
+        """``scale`` moved by one judged tick whose share ``late`` missed: up by
+        ``margin_rate`` per miss, down by ``margin_rate · miss_budget / (1 − miss_budget)`` per
+        unit that made it, so misses settle at ``miss_budget``; within [1/4, 4]."""
         made = (1.0 - late) * self.miss_budget / (1.0 - self.miss_budget)
-        self._scale = min(max(self._scale + self.margin_rate * (late - made), 0.25), 4.0)
+        return min(max(scale + self.margin_rate * (late - made), 0.25), 4.0)
 
     def _limit_z(self, view: Outlook) -> float:
         """Standard deviations of margin under a slowdown limit: ``confidence`` scaled by what
@@ -269,15 +275,11 @@ class EnergyPolicy:
 
     def _learn_limit_margin(self, missed: bool | None) -> None:
         """Scale the slowdown margins by whether the last tick, a choice (not a probe) below
-        the fastest level for work measured there, missed the limit (`MeasuredGuard.observe`):
-        up by ``margin_rate`` on a miss, down by ``margin_rate · miss_budget / (1 −
-        miss_budget)`` otherwise, within [1/4, 4], as the deadline margins are."""
+        the fastest level for work measured there, missed the limit (`MeasuredGuard.observe`),
+        as the deadline margins follow their missed frames (`_followed`)."""
         if missed is None or not (self._judged and self.margin_rate):
             return
-        late = 1.0 if missed else 0.0
-        made = (1.0 - late) * self.miss_budget / (1.0 - self.miss_budget)
-        self._limit_scale = min(max(self._limit_scale + self.margin_rate * (late - made), 0.25),
-                                4.0)
+        self._limit_scale = self._followed(self._limit_scale, 1.0 if missed else 0.0)
 
     def _decide(self, view: Outlook) -> int:
         choice = self._choose(view)

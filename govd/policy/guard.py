@@ -85,9 +85,12 @@ class MeasuredGuard:
     def anchored(self, view: Outlook) -> bool:
         """Whether the work that ran the tick just ended has run at the fastest allowed level:
         its ratio to the top is measured, not only predicted."""
-        p = view.predictions
-        return (self._top_time.n > 0 and view.hi == self._hi
-                and view.tick - p.work_ticks == self._work_start)
+        return self._top_time.n > 0 and self._holds(view)
+
+    def _holds(self, view: Outlook) -> bool:
+        """Whether what the guard keeps belongs to the work (and the bounds) of this tick."""
+        return (view.tick - view.predictions.work_ticks == self._work_start
+                and view.hi == self._hi)
 
     def observe(self, view: Outlook, confidence: float | None = None) -> bool | None:
         """Learn from the tick that just ended at ``view.current`` (a slowdown limit in force
@@ -95,11 +98,9 @@ class MeasuredGuard:
         standard deviations of margin (default: the guard's own). Returns whether that tick,
         run below the fastest level, missed the limit against this work's measured time at
         the fastest level; None where it cannot say (at the top, no such time, no frames)."""
-        p = view.predictions
-        start = view.tick - p.work_ticks
-        if start != self._work_start or view.hi != self._hi:
+        if not self._holds(view):
             self.reset()
-            self._work_start, self._hi = start, view.hi
+            self._work_start, self._hi = view.tick - view.predictions.work_ticks, view.hi
         t = view.frame_time_ms
         if not (math.isfinite(t) and t > 0.0):
             return None

@@ -111,6 +111,32 @@ def test_a_counter_near_zero_moving_by_its_noise_is_not_a_change_of_work() -> No
     assert flags & s.WORK_CHANGED
 
 
+def test_one_work_moving_between_two_clocks_stays_one_work_where_the_curve_is_wrong() -> None:
+    """A memory-bound kernel after a compute-bound one, with the same counters: the global
+    curve says its time grows 2.5x between the two clocks, it does not move. Matched by its
+    signature (its time at the top through the global curve), each move read as other work:
+    the work split into two slots, one per clock, a change of work at every tick, and its own
+    curve never learned (on v100-sim-s2 at 10 % the energy policy probed such "new" work 522
+    times at one level). The counters say it is the same work, so its slot stays and learns
+    that the work scales far less."""
+    settings = ModelSettings(counters=("sm",), counter_scales=(1.0,))
+    model = ScalingModel(LEVELS, settings)
+    rng = np.random.default_rng(4)
+    lo, hi = LEVELS[0], LEVELS[-1]
+    for k in range(200):  # compute-bound: time as 1/f
+        f = hi if k % 2 else lo
+        model.update(10.0 * hi / f * rng.lognormal(0, 0.01), f, np.array([1.0]), 100.0, 1.0)
+    steep = model.predictions().time_ms
+    assert math.log(steep[0] / steep[-1]) > 0.8
+    made = model.sc[s.SLOTS_MADE]
+    for k in range(60):  # memory-bound, the same counters: time flat
+        f = lo if k % 2 else hi
+        model.update(4.0 * rng.lognormal(0, 0.01), f, np.array([1.0]), 100.0, 1.0)
+    assert model.sc[s.SLOTS_MADE] - made == 1  # the change of work, once
+    p = model.predictions()
+    assert math.log(p.time_ms[0] / p.time_ms[-1]) < 0.3
+
+
 def test_power_shape_learns_the_visited_levels_and_stays_monotone() -> None:
     truth = np.array([60.0, 80.0, 120.0, 150.0, 200.0])
     model = ScalingModel(LEVELS)

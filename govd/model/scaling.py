@@ -449,10 +449,16 @@ def _fold(state: FloatArray, off: IntArray, q: FloatArray) -> None:
 
 
 @njit(cache=True)
-def _remember(state: FloatArray, off: IntArray, t_ms: float, learned: bool, y: float
-              ) -> float:
+def _remember(state: FloatArray, off: IntArray, t_ms: float, learned: bool, y: float,
+              keep: bool) -> float:
     """Find (or make) the slot of the work this tick ran, and teach it the pair just learned
-    from. A new slot starts from the global model's curve for these counters and its
+    from. With ``keep`` (the tick before ran the same work: the same counters and power, and
+    either a time within ``SLOT_TOL`` at the same clock or, with counters, a plausible ratio
+    across a move) the current slot stays. Matched by the signature alone, a move between two
+    clocks where the global curve is wrong for this work read as other work: the work split
+    over two slots, one per clock, a change of work at every move, a curve never corrected,
+    and the policy probing the "new" work again and again.
+    A new slot starts from the global model's curve for these counters and its
     covariance, widened by ``SLOT_P0``: how far one piece of work may stray from what its
     counters suggest. Its signature follows the work slowly (the global model it is measured
     with keeps learning). Returns the slot's a-priori error on the pair, NaN when none was
@@ -473,7 +479,9 @@ def _remember(state: FloatArray, off: IntArray, t_ms: float, learned: bool, y: f
     s0 = math.log(t_ms)
     for b in range(nb):
         s0 -= cg[b] * bnow[b]
-    j = find_slot(sig, meta, s0, z, cf[SLOT_TOL], cf[SAME_WORK])
+    j = int(sc[CUR_SLOT]) if keep else -1
+    if j < 0:
+        j = find_slot(sig, meta, s0, z, cf[SLOT_TOL], cf[SAME_WORK])
     if j < 0:
         j = oldest_slot(meta)
         _fold(state, off, q)
@@ -570,6 +578,7 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
     level = -1
     same = False
     learned = False
+    keep = False
     y = 0.0
     if valid:
         level = nearest_level(fc, fm, lv, two)
@@ -595,11 +604,15 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
                 for i in range(m):
                     fit += h[i] * beta[i]
                 expected = _expected(y - fit, P, h, sc, cf) or sc[REJECTS] >= 2.0
-                if same and _plausible(y, db, cf[GATE], nb) and not expected:
+                plausible = same and _plausible(y, db, cf[GATE], nb)
+                if plausible and not expected:
                     sc[REJECTS] += 1.0
                 else:
                     sc[REJECTS] = 0.0
-                if same and _plausible(y, db, cf[GATE], nb) and expected:
+                # across a move only counters tell the work apart: by time alone, other
+                # work and a curve wrong for this one look the same
+                keep = plausible and nx > 0
+                if plausible and expected:
                     e = y - fit
                     if cf[ALGO] == ALGO_RLS:
                         rc = rls_update(beta, P, h, y, cf[LAM], cf[MAX_TRACE],
@@ -619,12 +632,14 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
                 else:
                     sc[GATED_N] += 1
                     flags |= GATED
+            else:
+                keep = same and abs(y) <= cf[SLOT_TOL]
             sc[T_FIT] = sc[T_PREV] * math.exp(fit)
             if not same or flags & GATED:
                 flags |= WORK_CHANGED
         if cf[N_SLOTS] > 0:
             slot_before = sc[CUR_SLOT]
-            e_slot = _remember(state, off, t_ms, learned, y if learned else 0.0)
+            e_slot = _remember(state, off, t_ms, learned, y if learned else 0.0, keep)
             if np.isfinite(e_slot):
                 note_error(sc, e_slot)
             if slot_before >= 0.0 and sc[CUR_SLOT] != slot_before:
@@ -778,7 +793,8 @@ def _basis_ref(fc: float, fm: float, lv: FloatArray, u_max: float, nb: int) -> F
     return np.array(b)
 
 
-def _remember_ref(v: dict[str, FloatArray], t_ms: float, learned: bool, y: float) -> float:
+def _remember_ref(v: dict[str, FloatArray], t_ms: float, learned: bool, y: float,
+                  keep: bool) -> float:
     """NumPy reference of `_remember`."""
     sc, cf, z, bnow = v["sc"], v["cf"], v["z"], v["bnow"]
     nb = bnow.size
@@ -794,7 +810,10 @@ def _remember_ref(v: dict[str, FloatArray], t_ms: float, learned: bool, y: float
     ref = np.maximum(np.maximum(np.abs(z[1:]), np.abs(sig[:, 1:])), COUNTER_FLOOR)
     dx2 = ((z[1:] - sig[:, 1:]) / (cf[SAME_WORK] * ref)) ** 2
     fits = used & (dt2 <= 1.0) & np.all(dx2 <= 1.0, axis=1)
-    if fits.any():
+    if keep and sc[CUR_SLOT] >= 0.0:
+        j = int(sc[CUR_SLOT])
+        sig[j] += 0.1 * (np.concatenate(([s0], z[1:])) - sig[j])
+    elif fits.any():
         d = np.where(fits, dt2 + dx2.sum(axis=1), np.inf)
         j = int(np.argmin(d))
         sig[j] += 0.1 * (np.concatenate(([s0], z[1:])) - sig[j])
@@ -846,7 +865,7 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
     else:
         v["z"][0] = 1.0
     z = v["z"]
-    level, same, learned = -1, False, False
+    level, same, learned, keep = -1, False, False, False
     distance = np.log(fc / lv[CORE]) ** 2 + (np.log(fm / lv[MEM]) ** 2 if two else 0.0)
     if valid:
         level = int(np.argmin(distance))
@@ -874,9 +893,10 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
                 hph = float(h @ (v["P"] @ h))
                 expected = ((y - fit) ** 2 <= INNOVATION_Z**2 * var * (1.0 + max(hph, 0.0))
                             or sc[REJECTS] >= 2.0)
-                sc[REJECTS] = sc[REJECTS] + 1.0 if (same and lo <= y <= hi and not expected) \
-                    else 0.0
-                if same and lo <= y <= hi and expected:
+                plausible = same and lo <= y <= hi
+                sc[REJECTS] = sc[REJECTS] + 1.0 if (plausible and not expected) else 0.0
+                keep = plausible and nx > 0
+                if plausible and expected:
                     e = y - fit
                     rc = rls_update_ref(v["beta"], v["P"], h, y, cf[LAM], cf[MAX_TRACE],
                                         v["beta0"], cf[P0])
@@ -891,13 +911,15 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
                 else:
                     sc[GATED_N] += 1
                     flags |= GATED
+            else:
+                keep = same and abs(y) <= cf[SLOT_TOL]
             sc[T_FIT] = sc[T_PREV] * math.exp(fit)
             if not same or flags & GATED:
                 flags |= WORK_CHANGED
         if cf[N_SLOTS] > 0:
             v["bprev"][:] = db
             slot_before = sc[CUR_SLOT]
-            e_slot = _remember_ref(v, t_ms, learned, y if learned else 0.0)
+            e_slot = _remember_ref(v, t_ms, learned, y if learned else 0.0, keep)
             if np.isfinite(e_slot):
                 note_error.py_func(sc, e_slot)
             if slot_before >= 0.0 and sc[CUR_SLOT] != slot_before:

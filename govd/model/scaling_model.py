@@ -48,7 +48,9 @@ SLOT_TOLERANCE = 0.1
 piece of work (their counters must agree within ``same_work``, which also allows for counters
 that move a little with the clock). Tighter than the pair gate: two kinds of work sharing a
 slot learn a curve that is neither's (unsafe), one kind split over two slots only learns
-twice (safe)."""
+twice (safe). It also holds between two ticks at one clock; across a move with the counters
+unchanged the slot stays (`govd.model.scaling._remember`): there the time at the top comes
+through a curve that may be wrong for this work, and a split by clock never learned at all."""
 
 
 class ScalingModel:

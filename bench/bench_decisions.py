@@ -222,6 +222,17 @@ def summarise(results: list, target: Target, true_curves: list | None = None
     return by_table
 
 
+TARGET_LETTERS = (("S", "never_worse_than_static"), ("H", "near_hedged"), ("V", "violations"),
+                  ("T", "stress"))
+"""Issue #24's targets as `fixed_clock_verdicts` names them, and the letter a miss prints as."""
+
+
+def missed_targets(met: dict[str, bool]) -> str:
+    """The letters (`TARGET_LETTERS`) of the targets a row's verdicts say it misses; '' if
+    none."""
+    return "".join(letter for letter, name in TARGET_LETTERS if not met[name])
+
+
 def fixed_clock_verdicts(rows: dict[str, dict]) -> dict[str, dict[str, bool]]:
     """Issue #24's targets per table: energy no worse than one fixed clock (the static
     reference, + `FIXED_CLOCK_TARGETS` noise slack), within a slack of the hedged causal
@@ -278,10 +289,7 @@ def print_rows(rows: dict[str, dict], flags: dict[str, dict[str, bool]]) -> None
     print(f"{'table':<26}{'L':>4}{'units':>8}{'E/orc':>7}{'viol':>7}{'orc v':>7}{'static':>7}"
           f"{'hedged':>7}{'hd v':>6}{'perf':>7}{'ondem':>7}{'true c':>7}{'tau':>6}  misses")
     for table, r in rows.items():
-        f = flags[table]
-        missed = "".join(k for k, name in (("S", "never_worse_than_static"),
-                                           ("H", "near_hedged"), ("V", "violations"),
-                                           ("T", "stress")) if not f[name])
+        missed = missed_targets(flags[table])
         print(f"{table:<26}{r['levels']:>4}{r['units']:>8}{r['energy_ratio']:>7.3f}"
               f"{r['violation_rate']:>7.3f}{r['oracle_violation_rate']:>7.3f}"
               f"{r['static_reference_vs_oracle']:>7.3f}{r['hedged_reference_vs_oracle']:>7.3f}"
@@ -347,8 +355,7 @@ def main() -> int:
     every = [f for by_table in report["fixed_clock_met"].values() for f in by_table.values()]
     report["fixed_clock_summary"] = {
         "rows": len(every), "rows_meeting_all": sum(all(f.values()) for f in every),
-        **{name: sum(not f[name] for f in every) for name in
-           ("never_worse_than_static", "near_hedged", "violations", "stress")}}
+        **{name: sum(not f[name] for f in every) for _, name in TARGET_LETTERS}}
     print("\nrows missing a target:", report["fixed_clock_summary"])
     write_report(args.out, report, started)
     return 0

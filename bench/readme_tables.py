@@ -185,16 +185,15 @@ def physics_bound() -> list[str]:
 def decisions() -> list[str]:
     """Every row against issue #24's targets (bench_decisions.py): energy x oracle, the share
     of units over the target, the references, and the targets missed (S, H, V, T)."""
+    from bench_decisions import missed_targets  # the bench's own reading of its verdicts
+
     data = _load("decisions.json")
     out = ["| table | target | levels | govd | violations | static | hedged | true c | misses |",
            "|---|---|---|---|---|---|---|---|---|"]
-    keys = (("S", "never_worse_than_static"), ("H", "near_hedged"), ("V", "violations"),
-            ("T", "stress"))
     for limit, rows in data["results"].items():
         target = limit if limit.endswith("fps") else f"{100 * float(limit):.0f} %"
         for table, r in rows.items():
-            met = data["fixed_clock_met"][limit][table]
-            misses = "".join(letter for letter, key in keys if not met[key]) or "ok"
+            misses = missed_targets(data["fixed_clock_met"][limit][table]) or "ok"
             out.append(f"| {table} | {target} | {r['levels']} | {r['energy_ratio']:.3f} | "
                        f"{_pct(r['violation_rate'])} | {r['static_reference_vs_oracle']:.3f} | "
                        f"{r['hedged_reference_vs_oracle']:.3f} | "

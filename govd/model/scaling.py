@@ -810,12 +810,10 @@ def _remember_ref(v: dict[str, FloatArray], t_ms: float, learned: bool, y: float
     ref = np.maximum(np.maximum(np.abs(z[1:]), np.abs(sig[:, 1:])), COUNTER_FLOOR)
     dx2 = ((z[1:] - sig[:, 1:]) / (cf[SAME_WORK] * ref)) ** 2
     fits = used & (dt2 <= 1.0) & np.all(dx2 <= 1.0, axis=1)
-    if keep and sc[CUR_SLOT] >= 0.0:
-        j = int(sc[CUR_SLOT])
-        sig[j] += 0.1 * (np.concatenate(([s0], z[1:])) - sig[j])
-    elif fits.any():
-        d = np.where(fits, dt2 + dx2.sum(axis=1), np.inf)
-        j = int(np.argmin(d))
+    j = int(sc[CUR_SLOT]) if keep else -1
+    if j < 0 and fits.any():
+        j = int(np.argmin(np.where(fits, dt2 + dx2.sum(axis=1), np.inf)))
+    if j >= 0:
         sig[j] += 0.1 * (np.concatenate(([s0], z[1:])) - sig[j])
     else:
         j = int(np.argmin(meta[:, AGE]))

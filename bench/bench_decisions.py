@@ -4,6 +4,15 @@ slowdown limits. Writes bench/results/decisions.json.
 
     .venv/bin/python bench/bench_decisions.py [--form scaling|seed] [--minutes 10] [--quick]
         [--tables all|coarse] [--price-misses --out bench/results/decisions_priced.json]
+    .venv/bin/python bench/bench_decisions.py --against bench/results/decisions.json
+        [--energy-param NAME=VALUE ...] [--only NAME,NAME] [--out F]
+
+With ``--against REPORT`` only the energy policy runs (no baselines, no references, no true
+curves: minutes where the whole benchmark takes a quarter of an hour), and each row is judged
+with REPORT's references as REPORT judged its own, beside REPORT's figures: the loop for
+comparing a change of design with the committed report on every table at once. REPORT must
+have been made on the same tables (same ``--minutes`` and ``--quick``); its rows stand for the
+references, which do not depend on the policy.
 
 Tables (each skipped with a message where its data folder is absent):
 - `v100-sim`: `govd sim from-nvdvfs --gpu v100 --minutes M` (kernel launches in phases);
@@ -54,6 +63,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -195,24 +205,7 @@ def summarise(results: list, target: Target, true_curves: list | None = None
                 "mean_curve_kendall_tau": mean_curve_kendall_tau(sweep, target, idle_w)}
         row = by_table[sweep.path]
         if name == "energy":
-            row.update({
-                "energy_ratio": sc.energy_ratio,
-                "energy_vs_reference": sc.reference_ratio,
-                "violation_rate": sc.violation_rate,
-                "oracle_violation_rate": sc.oracle_violation_rate,
-                "violation_excess": sc.violation_rate - sc.oracle_violation_rate,
-                "kendall_tau": sc.kendall_tau,
-                "stress_episodes": sc.stress_episodes,
-                "stress_per_hour": sc.stress_per_hour,
-                "work_hours": sc.work_hours,
-                "reference_vs_oracle": (sc.reference_energy_j / sc.oracle_energy_j
-                                        if sc.reference_energy_j else None),
-                "reference_violation_rate": sc.reference_violation_rate,
-                "gated": run.model_stats.get("gated"),
-                "model_updates": run.model_stats.get("updates"),
-                "top_share": float(np.mean(np.asarray(run.levels) == sweep.levels_mhz.size - 1)),
-                "time_mape": sc.time_mape,
-            })
+            row.update(energy_figures(sweep, run, sc))
         elif name != "oracle":
             row[f"{name}_ratio"] = sc.energy_ratio
             row[f"{name}_violation_rate"] = sc.violation_rate
@@ -220,6 +213,68 @@ def summarise(results: list, target: Target, true_curves: list | None = None
         by_table[sweep.path]["true_curves_vs_oracle"] = sc.energy_ratio
         by_table[sweep.path]["true_curves_violation_rate"] = sc.violation_rate
     return by_table
+
+
+def energy_figures(sweep: SweepTable, run: Any, sc: Any) -> dict[str, Any]:
+    """The energy policy's own figures in a row (`summarise`, `judged_against`) from its
+    `evaluate` result: ``run`` the replay, ``sc`` its score."""
+    return {
+        "energy_ratio": sc.energy_ratio,
+        "energy_vs_reference": sc.reference_ratio,
+        "violation_rate": sc.violation_rate,
+        "oracle_violation_rate": sc.oracle_violation_rate,
+        "violation_excess": sc.violation_rate - sc.oracle_violation_rate,
+        "kendall_tau": sc.kendall_tau,
+        "stress_episodes": sc.stress_episodes,
+        "stress_per_hour": sc.stress_per_hour,
+        "work_hours": sc.work_hours,
+        "reference_vs_oracle": (sc.reference_energy_j / sc.oracle_energy_j
+                                if sc.reference_energy_j else None),
+        "reference_violation_rate": sc.reference_violation_rate,
+        "gated": run.model_stats.get("gated"),
+        "model_updates": run.model_stats.get("updates"),
+        "top_share": float(np.mean(np.asarray(run.levels) == sweep.levels_mhz.size - 1)),
+        "time_mape": sc.time_mape,
+    }
+
+
+Row = dict[str, Any]
+"""One table's figures at one target, as a report holds them."""
+
+
+def judged_against(results: list[Any], earlier: dict[str, Row]
+                   ) -> tuple[dict[str, Row], list[str]]:
+    """The energy policy's rows (``results``: `evaluate` of ``["energy"]`` alone) with the
+    references, baselines and true-curve figures of ``earlier`` (one target's rows of a
+    report this benchmark wrote on the same tables), so that issue #24's targets judge them
+    as they judged that report. Returns the rows and the tables ``earlier`` lacks (left
+    out)."""
+    rows: dict[str, Row] = {}
+    missing: list[str] = []
+    for _, sweep, run, sc in results:
+        if sweep.path not in earlier:
+            missing.append(sweep.path)
+            continue
+        rows[sweep.path] = {**earlier[sweep.path], **energy_figures(sweep, run, sc)}
+    return rows, missing
+
+
+def print_changes(rows: dict[str, Row], flags: dict[str, dict[str, bool]],
+                  earlier: dict[str, Row], earlier_flags: dict[str, dict[str, bool]]) -> None:
+    """One line per table: the energy policy's energy and violations beyond the oracle's, and
+    the targets it misses, beside those of the earlier report; '*' marks a row whose figures
+    or verdicts moved."""
+    print(f"{'table':<26}{'E/orc':>8}{'was':>7}{'viol+':>8}{'was':>7}{'static':>8}{'hedged':>8}"
+          f"  misses (was)")
+    for table, r in rows.items():
+        e = earlier[table]
+        now, was = missed_targets(flags[table]), missed_targets(earlier_flags[table])
+        moved = (abs(r["energy_ratio"] - e["energy_ratio"]) > 5e-4
+                 or abs(r["violation_excess"] - e["violation_excess"]) > 5e-4 or now != was)
+        print(f"{table:<26}{r['energy_ratio']:>8.3f}{e['energy_ratio']:>7.3f}"
+              f"{100 * r['violation_excess']:>7.2f}%{100 * e['violation_excess']:>6.2f}%"
+              f"{r['static_reference_vs_oracle']:>8.3f}{r['hedged_reference_vs_oracle']:>8.3f}"
+              f"  {now or 'ok'} ({was or 'ok'}){' *' if moved else ''}")
 
 
 TARGET_LETTERS = (("S", "never_worse_than_static"), ("H", "near_hedged"), ("V", "violations"),
@@ -310,8 +365,40 @@ def main() -> int:
                         help="coarse: only the nv-dvfs and hkbu tables on their own grids")
     parser.add_argument("--only", default=None, metavar="NAME,NAME",
                         help="only these tables (by the names the report gives them)")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "decisions.json")
+    parser.add_argument("--energy-param", action="append", default=[], metavar="NAME=VALUE",
+                        help="a parameter of the energy policy (repeatable; VALUE as JSON)")
+    parser.add_argument("--against", type=Path, default=None, metavar="REPORT",
+                        help="run the energy policy alone and judge it with the references of "
+                             "REPORT (a report of this benchmark on the same tables): minutes "
+                             "instead of a quarter of an hour, for comparing designs")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the report (default bench/results/decisions.json; with "
+                             "--against, none unless given)")
     args = parser.parse_args()
+    params: dict[str, dict[str, Any]] = {}
+    if args.price_misses:
+        params["energy"] = {"price_misses": True}
+    for item in args.energy_param:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            parser.error(f"--energy-param wants NAME=VALUE, got {item!r}")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        params.setdefault("energy", {})[name] = parsed
+    if args.against is not None:
+        if args.out is not None and args.out.resolve() == args.against.resolve():
+            parser.error("--out would overwrite the report given to --against")
+        try:
+            earlier = json.loads(args.against.read_text())
+            earlier_results = earlier["results"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"--against {args.against}: not a report of this benchmark ({e})",
+                  file=sys.stderr)
+            return 2
+    elif args.out is None:
+        args.out = REPO / "bench" / "results" / "decisions.json"
     minutes = 1.0 if args.quick else args.minutes
     sweeps = tables(minutes)
     games: list[SweepTable] = []
@@ -336,13 +423,16 @@ def main() -> int:
                     "form": args.form, "price_misses": args.price_misses, "targets": TARGETS,
                     "fixed_clock_targets": FIXED_CLOCK_TARGETS, "results": {}, "met": {},
                     "fixed_clock_met": {}}
-    params = {"energy": {"price_misses": True}} if args.price_misses else None
     runs = [(f"{s:g}", Target(max_slowdown=s), sweeps) for s in (0.10, 0.25)]
     if games:
         runs.append(("60fps", Target(fps=60.0), games))
+    if args.against is not None:
+        report.update({"against": str(args.against), "energy_params": params.get("energy", {})})
+        return against(runs, settings, params or None, earlier_results, report, args.out,
+                       started)
     for key, target, tabs in runs:
-        results = evaluate(tabs, POLICIES, target, settings, policy_params=params)
-        truth = evaluate(tabs, ["energy"], target, settings, policy_params=params,
+        results = evaluate(tabs, POLICIES, target, settings, policy_params=params or None)
+        truth = evaluate(tabs, ["energy"], target, settings, policy_params=params or None,
                          wrap=lambda p, sw, idle_w, t=target: TrueCurves(p, sw, t, idle_w))
         rows = summarise(results, target, truth)
         report["results"][key] = rows
@@ -358,6 +448,36 @@ def main() -> int:
         **{name: sum(not f[name] for f in every) for _, name in TARGET_LETTERS}}
     print("\nrows missing a target:", report["fixed_clock_summary"])
     write_report(args.out, report, started)
+    return 0
+
+
+def against(runs: list[Any], settings: ModelSettings, params: dict[str, dict[str, Any]] | None,
+            earlier: dict[str, dict[str, Row]], report: dict[str, Any], out: Path | None,
+            started: float) -> int:
+    """`main` with ``--against``: the energy policy alone on each run's tables, judged with the
+    earlier report's references (`judged_against`), printed beside that report's rows, and
+    the rows meeting every target now and then counted over the same rows."""
+    now_met = then_met = total = 0
+    for key, target, tabs in runs:
+        results = evaluate(tabs, ["energy"], target, settings, policy_params=params)
+        before = earlier.get(key, {})
+        rows, missing = judged_against(results, before)
+        for table in missing:
+            print(f"{key} {table}: not in the earlier report, left out", file=sys.stderr)
+        flags = fixed_clock_verdicts(rows)
+        then = fixed_clock_verdicts({t: before[t] for t in rows})
+        report["results"][key] = rows
+        report["fixed_clock_met"][key] = flags
+        print(f"\n{key}  (energy policy alone, against {report['against']})")
+        print_changes(rows, flags, before, then)
+        now_met += sum(all(f.values()) for f in flags.values())
+        then_met += sum(all(f.values()) for f in then.values())
+        total += len(rows)
+    report["fixed_clock_summary"] = {"rows": total, "rows_meeting_all": now_met,
+                                     "rows_meeting_all_before": then_met}
+    print(f"\nrows meeting every target: {now_met} of {total} (the earlier report: {then_met})")
+    if out is not None:
+        write_report(out, report, started)
     return 0
 
 

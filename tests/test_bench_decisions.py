@@ -64,3 +64,57 @@ def test_quick_run_reports_every_table_and_target(tmp_path: Path) -> None:
     summary = report["fixed_clock_summary"]
     assert summary["rows"] == 2 * len(tables)
     assert 0 <= summary["rows_meeting_all"] <= summary["rows"]
+
+
+@pytest.mark.skipif(not (DATA / "nv-dvfs").is_dir() or not (DATA / "hkbu").is_dir(),
+                    reason="the measured data (../shared/data) is not beside this checkout")
+def test_against_judges_the_energy_policy_alone_with_the_earlier_reports_references(
+        tmp_path: Path) -> None:
+    """``--against``: the energy policy's figures are its own (an energy parameter changes
+    them), the references are the earlier report's, and the verdicts follow from both."""
+    tables = "v100-units,gtx1080ti-pairs"
+    bench = str(REPO / "bench" / "bench_decisions.py")
+    earlier = tmp_path / "earlier.json"
+    run = subprocess.run([sys.executable, bench, "--quick", "--tables", "coarse", "--only",
+                          tables, "--out", str(earlier)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    before = json.loads(earlier.read_text())
+    # a forged reference: the verdicts must come from the earlier report's rows
+    before["results"]["0.1"]["v100-units"]["static_reference_vs_oracle"] = 0.5
+    earlier.write_text(json.dumps(before))
+    out = tmp_path / "against.json"
+    run = subprocess.run([sys.executable, bench, "--quick", "--tables", "coarse", "--only",
+                          tables, "--against", str(earlier), "--energy-param",
+                          "probe_ticks=0", "--out", str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(out.read_text())
+    assert report["energy_params"] == {"probe_ticks": 0}
+    assert report["fixed_clock_summary"]["rows"] == 4
+    assert not report["fixed_clock_met"]["0.1"]["v100-units"]["never_worse_than_static"]
+    rows = report["results"]["0.25"]
+    for table, row in rows.items():
+        assert row["static_reference_vs_oracle"] == \
+            before["results"]["0.25"][table]["static_reference_vs_oracle"]
+    # without probes the model learns from no pair where the default probes made some
+    assert any(rows[t]["model_updates"] != before["results"]["0.25"][t]["model_updates"]
+               for t in rows)
+    assert "rows meeting every target" in run.stdout
+
+
+def test_against_refuses_to_overwrite_its_report_and_reads_a_bad_one_clearly(
+        tmp_path: Path) -> None:
+    bench = str(REPO / "bench" / "bench_decisions.py")
+    report = tmp_path / "r.json"
+    report.write_text("{}")
+    same = subprocess.run([sys.executable, bench, "--against", str(report), "--out",
+                           str(report)], capture_output=True, text=True, timeout=120)
+    assert same.returncode == 2 and "overwrite" in same.stderr
+    assert report.read_text() == "{}"
+    bad = subprocess.run([sys.executable, bench, "--against", str(report)],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "not a report of this benchmark" in bad.stderr
+    param = subprocess.run([sys.executable, bench, "--energy-param", "miss_budget"],
+                           capture_output=True, text=True, timeout=120)
+    assert param.returncode == 2 and "NAME=VALUE" in param.stderr

@@ -82,6 +82,7 @@ from govd.eval.reference import (  # noqa: E402
 from govd.eval.score import unit_energy_mj, violations  # noqa: E402
 from govd.formats.sweep import SweepTable  # noqa: E402
 from govd.model.settings import ModelSettings  # noqa: E402
+from govd.policy.registry import make_policy  # noqa: E402
 from govd.research.truth import TrueCurves  # noqa: E402
 from govd.sim.nvdvfs import (  # noqa: E402
     GPUS,
@@ -387,6 +388,10 @@ def main() -> int:
         except json.JSONDecodeError:
             parsed = value
         params.setdefault("energy", {})[name] = parsed
+    try:  # the policy's own checks, once, before a quarter of an hour of tables
+        make_policy("energy", **params.get("energy", {}))
+    except (TypeError, ValueError) as e:
+        parser.error(f"--energy-param: {e}")
     if args.against is not None:
         if args.out is not None and args.out.resolve() == args.against.resolve():
             parser.error("--out would overwrite the report given to --against")

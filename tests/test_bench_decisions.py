@@ -118,3 +118,8 @@ def test_against_refuses_to_overwrite_its_report_and_reads_a_bad_one_clearly(
     param = subprocess.run([sys.executable, bench, "--energy-param", "miss_budget"],
                            capture_output=True, text=True, timeout=120)
     assert param.returncode == 2 and "NAME=VALUE" in param.stderr
+    for bad in ("no_such_knob=1", "miss_budget=2"):  # the policy refuses, in one line
+        run = subprocess.run([sys.executable, bench, "--energy-param", bad],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 2 and "--energy-param" in run.stderr
+        assert "Traceback" not in run.stderr

@@ -127,3 +127,17 @@ def test_static_reference_runs_one_level_for_the_whole_mix_inside_the_budget() -
     missed = violations(memory, target)
     budget = missed[units, oracle_levels(memory, target, 0.0)].mean() + 0.01
     assert missed[:, level].mean() <= budget
+
+
+def test_on_a_fine_grid_the_noise_of_one_work_does_not_cut_its_phase() -> None:
+    """187 clocks, 1 % noise per unit and level, two works of 1 500 units each: the largest of
+    187 noisy moves passes 0.05 between most pairs of units of one work (the rule before cut
+    this table into hundreds of phases); the change of work is still found."""
+    rng = np.random.default_rng(3)
+    levels = np.linspace(135.0, 1530.0, 187)
+    share = np.where(np.arange(3000) < 1500, 0.2, 0.9)[:, None]
+    time_ms = (1 - share + share * levels[-1] / levels) * rng.lognormal(0, 0.01, (3000, 187))
+    table = SweepTable(levels, time_ms, np.full_like(time_ms, 100.0))
+    starts = list(phase_starts(table))
+    assert 1500 in starts
+    assert len(starts) <= 2 + 60  # about 1 % of the 2 998 pairs within a work: 2 % at most

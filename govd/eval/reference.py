@@ -10,10 +10,19 @@ the real per-unit rows, like every policy.
 Phases are cut where the time at the fastest level jumps by more than the convergence metric's
 ratio (`govd.eval.convergence.CHANGE_RATIO`), or where the unit's curve (times relative to the
 fastest level) moves by more than ``shape_change`` in log time at any level: two kernels that
-take as long at the top may scale quite differently.
+take as long at the top may scale quite differently. "At any level" is read against the
+table's own per-unit noise: the largest of L noisy moves grows with L, and on a grid of 187
+clocks with 1 % noise per unit the largest passed 0.05 between most pairs of units of one
+kernel (synergy-187: 1 091 phases where its units ran about 60 runs of one kernel each). A
+reference that knows each "phase's" mean over two or three units knows a third of the noise of
+the unit it runs, which no causal policy can. So a move counts only where it also exceeds
+what the noise reaches at one level in ``NOISE_CHANCE`` of pairs of units across the L levels
+(the noise's scale from the median move, robust to the few true changes).
 """
 
 from __future__ import annotations
+
+from statistics import NormalDist
 
 import numpy as np
 
@@ -26,15 +35,29 @@ from govd.target import Target
 SHAPE_CHANGE = 0.05
 """Change of a unit's log time ratio to the fastest level, at any level, that starts a new
 phase (the measured tables' per-unit noise is ~1 %, a ratio's ~1.4 %)."""
+NOISE_CHANCE = 0.01
+"""Share of pairs of consecutive units of one work whose largest move over the levels, from
+noise alone, may still cut a phase: the move must exceed the noise's (1 − NOISE_CHANCE / 2L)
+quantile at one level as well as ``shape_change``."""
 
 
 def phase_starts(sweep: SweepTable, shape_change: float = SHAPE_CHANGE) -> IntArray:
     """First unit of every phase (0 included), ascending."""
     with np.errstate(all="ignore"):
         shape = np.log(sweep.time_ms / sweep.time_ms.min(axis=1, keepdims=True))
-    moved = np.flatnonzero(np.nanmax(np.abs(np.diff(shape, axis=0)), axis=1) > shape_change) + 1
+    move = np.abs(np.diff(shape, axis=0))
+    threshold = shape_change
+    if move.size and np.isfinite(move).any():
+        noise_sd = float(np.nanmedian(move)) / _HALF_NORMAL_MEDIAN
+        quantile = NormalDist().inv_cdf(1.0 - NOISE_CHANCE / (2.0 * shape.shape[1]))
+        threshold = max(shape_change, quantile * noise_sd)
+    moved = np.flatnonzero(np.nanmax(move, axis=1) > threshold) + 1 if move.size else [0]
     starts = np.union1d(np.union1d([0], phase_changes(sweep)), moved)
     return starts.astype(np.intp)
+
+
+_HALF_NORMAL_MEDIAN = NormalDist().inv_cdf(0.75)
+"""Median of |x| for a standard normal x: a move's median over its standard deviation."""
 
 
 def phase_means(sweep: SweepTable) -> tuple[IntArray, SweepTable]:

@@ -8,7 +8,7 @@ import pytest
 from govd.eval.evaluate import evaluate
 from govd.eval.reference import phase_means
 from govd.eval.score import unit_energy_mj
-from govd.research.truth import TrueCurves
+from govd.research.truth import TrueCurves, smooth_curves
 from govd.target import Target
 from tests.policy_outlook import outlook, predictions
 from tests.test_decision_references import LEVELS, two_phase_table
@@ -102,3 +102,57 @@ def test_evaluate_wraps_only_the_policies_that_use_the_model() -> None:
                        wrap=wrap)
     assert wrapped == ["energy"]
     assert [name for name, *_ in results] == ["energy", "oracle", "performance"]
+
+
+def test_smooth_curves_fit_a_quadratic_in_log_clock_near_the_top_and_keep_the_rest() -> None:
+    levels = np.array([500.0, 800.0, 1000.0, 1100.0, 1200.0, 1300.0])
+    u = np.log(levels[-1] / levels)
+    smooth = np.exp(0.3 + 0.8 * u + 0.4 * u * u)
+    bumpy = smooth.copy()
+    bumpy[3] *= 1.06  # 1100 MHz slow for this work: no quadratic holds it
+    curves = np.stack([smooth, bumpy])
+    out = smooth_curves(levels, curves, 1.5)  # 1300 / 1.5 = 867 MHz: the top four levels
+    np.testing.assert_allclose(out[0], smooth, rtol=1e-9)  # a quadratic is its own fit
+    assert out[1, 3] < bumpy[3] and out[1, 2] > bumpy[2]  # the bump spread over its neighbours
+    np.testing.assert_array_equal(out[:, :2], curves[:, :2])  # below the span: kept
+    with pytest.raises(ValueError, match="fewer than three levels"):
+        smooth_curves(levels, curves, 1.1)
+
+
+def test_the_smooth_replay_shows_the_policy_the_fitted_curves() -> None:
+    table = two_phase_table(noise=0.01)
+    target = Target(max_slowdown=0.1)
+    inner = Recorder()
+    wrapped = TrueCurves(inner, table, target, idle_power_w=5.0, smooth_span=10.0)
+    phase_of, means = phase_means(table)
+    view = outlook(list(LEVELS), current=3, target=target, tick=250,
+                   predicted=predictions(len(LEVELS), ready=True))
+    wrapped.decide(view)
+    fitted = smooth_curves(table.levels_mhz, means.time_ms, 10.0)[phase_of[250]]
+    np.testing.assert_allclose(inner.seen[-1][0], fitted)
+
+
+def test_a_certain_replay_takes_away_the_models_spread_of_time_and_keeps_its_noise() -> None:
+    table = two_phase_table(noise=0.01)
+    target = Target(max_slowdown=0.1)
+    seen = []
+
+    class Spreads(Recorder):
+        def decide(self, view) -> int:
+            p = view.predictions
+            seen.append((p.time_sd_now.copy(), p.time_sd_top.copy(), p.time_noise))
+            return view.hi
+
+    view = outlook(list(LEVELS), current=3, target=target, tick=250,
+                   predicted=predictions(len(LEVELS), ready=True, time_noise=0.013))
+    view.predictions.time_sd_now[:] = 0.1
+    view.predictions.time_sd_top[:] = 0.2
+    TrueCurves(Spreads(), table, target, 0.0, certain=True).decide(view)
+    sd_now, sd_top, noise = seen[-1]
+    assert not sd_now.any() and not sd_top.any()
+    assert noise == 0.013
+    view = outlook(list(LEVELS), current=3, target=target, tick=250,
+                   predicted=predictions(len(LEVELS), ready=True))
+    view.predictions.time_sd_top[:] = 0.2
+    TrueCurves(Spreads(), table, target, 0.0).decide(view)
+    assert np.all(seen[-1][1] == 0.2)

@@ -10,6 +10,18 @@ curves loses its energy in its own rules (margins, hedge, probes), not in the mo
 true time), ``part="power"`` only the busy power (over the model's time): the issue's method of
 replacing one input at a time, applied to the decisions.
 
+``certain=True`` also sets the model's own spread of time to none (``time_sd_now``,
+``time_sd_top``; the per-unit noise, ``time_noise``, stays): a model that knows each phase's
+curve and knows that it knows. Beside the plain replay it says what the model's uncertainty
+costs a policy whose margins come from it.
+
+``smooth_span`` replaces each phase's curves by the best *smooth* curves instead: their least
+squares fit, quadratic in log clock (the scaling form's family, `govd.model.scaling`), over the
+levels within that ratio of the top clock (the levels below keep the phase's means). What a
+model of that family could at best know of each work: a gap between the two replays is what
+a table's clock-by-clock detail (a clock slow for a kernel, a kink between measured levels) is
+worth, which no smooth curve represents and only a measurement at that clock finds.
+
 What it showed on the benchmark tables (the policy's own rules, not the model, hold most of
 the remaining gap to the hedged reference) is in bench/README.md ("Energy policy: designs
 measured and left out"), beside bench/results/decisions.json.
@@ -41,18 +53,26 @@ class TrueCurves:
     uses_model: ClassVar[bool] = True
 
     def __init__(self, policy: Policy, sweep: SweepTable, target: Target,
-                 idle_power_w: float, part: str = "both") -> None:
+                 idle_power_w: float, part: str = "both", certain: bool = False,
+                 smooth_span: float | None = None) -> None:
         """``sweep``: the table the replay runs over; ``idle_power_w`` (W): as scored;
-        ``part``: one of `PARTS`. Raises ValueError for another ``part``."""
+        ``part``: one of `PARTS`; ``certain``: the model's spread of time replaced by none;
+        ``smooth_span``: None for the phases' means, else a ratio > 1 of clocks (see the
+        module's notes). Raises ValueError for another ``part`` or a span that leaves fewer
+        than three levels to fit."""
         if part not in PARTS:
             raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
         self.policy = policy
         self.part = part
+        self.certain = certain
         self._target = target
         self._idle_w = idle_power_w
         self._phase_of, means = phase_means(sweep)
         self._time_ms = means.time_ms
         self._power_w = means.power_w
+        if smooth_span is not None:
+            self._time_ms = smooth_curves(sweep.levels_mhz, self._time_ms, smooth_span)
+            self._power_w = smooth_curves(sweep.levels_mhz, self._power_w, smooth_span)
 
     def decide(self, view: Outlook) -> int:
         """The wrapped policy's choice on the true curves of the unit just measured."""
@@ -64,8 +84,28 @@ class TrueCurves:
             view.predictions = replace(
                 p, time_ms=time_ms, power_w=power_w,
                 energy_mj=energy_mj(power_w, time_ms, self._target, self._idle_w))
+            if self.certain:
+                none = np.zeros_like(p.time_sd_now)
+                view.predictions = replace(view.predictions, time_sd_now=none,
+                                           time_sd_top=none.copy())
         return int(self.policy.decide(view))
 
     def reset(self) -> None:
         """Reset the wrapped policy."""
         self.policy.reset()
+
+
+def smooth_curves(levels_mhz: np.ndarray, curves: np.ndarray, span: float) -> np.ndarray:
+    """``curves`` (one row per phase, positive values at ``levels_mhz``, ascending) with the
+    levels within ``span`` of the top clock (f >= f_top / span) replaced by each row's least
+    squares fit of log value quadratic in log clock there. Raises ValueError where fewer than
+    three levels are within the span."""
+    u = np.log(levels_mhz[-1] / levels_mhz)
+    near = u <= np.log(span) if np.isfinite(span) and span > 1.0 else np.zeros(u.size, bool)
+    if int(near.sum()) < 3:
+        raise ValueError(f"smooth_span {span!r} leaves fewer than three levels to fit")
+    basis = np.stack([np.ones(int(near.sum())), u[near], u[near] ** 2], axis=1)
+    coef, *_ = np.linalg.lstsq(basis, np.log(curves[:, near]).T, rcond=None)
+    out = np.array(curves, dtype=float)
+    out[:, near] = np.exp(basis @ coef).T
+    return out

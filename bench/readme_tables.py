@@ -182,6 +182,26 @@ def physics_bound() -> list[str]:
     return out
 
 
+def fixed_clock_reach() -> list[str]:
+    """Learners of one clock, fed for free, beside the static reference
+    (bench_fixed_clock_reach.py)."""
+    data = _load("fixed_clock_reach.json")
+    out = ["| table | budget | static | leader | search | anchored search | bandit "
+           "| sure | smooth and sure | inverted pairs |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def over(r: dict[str, Any], name: str) -> str:
+        return f"{r[name]:.3f} ({_pct(r[name + '_excess'], 2)})"
+
+    for table, by_budget in data["results"].items():
+        for b, r in by_budget.items():
+            out.append(f"| {table} | {100 * float(b):.0f} % | {r['static']:.3f} | "
+                       f"{over(r, 'leader')} | {over(r, 'search')} | {over(r, 'anchored')} | "
+                       f"{over(r, 'bandit')} | {over(r, 'sure')} | {over(r, 'smooth')} | "
+                       f"{_pct(r['inverted'])} |")
+    return out
+
+
 def decisions() -> list[str]:
     """Every row against issue #24's targets (bench_decisions.py): energy x oracle, the share
     of units over the target, the references, and the targets missed (S, H, V, T)."""
@@ -204,6 +224,7 @@ def decisions() -> list[str]:
 TABLES: dict[str, tuple[str, Callable[[], list[str]]]] = {
     "decisions": ("decisions.json", decisions),
     "physics-bound": ("physics_bound.json", physics_bound),
+    "fixed-clock-reach": ("fixed_clock_reach.json", fixed_clock_reach),
     "policies": ("policies.json", policies),
     "seed-methods": ("seed-methods.json", seed_methods),
     "demo-saving": ("demo.json", demo_saving),

@@ -39,6 +39,8 @@ NOISE_CHANCE = 0.01
 """Share of pairs of consecutive units of one work whose largest move over the levels, from
 noise alone, may still cut a phase: the move must exceed the noise's (1 − NOISE_CHANCE / 2L)
 quantile at one level as well as ``shape_change``."""
+_HALF_NORMAL_MEDIAN = NormalDist().inv_cdf(0.75)
+"""Median of |x| for a standard normal x: a move's median over its standard deviation."""
 
 
 def phase_starts(sweep: SweepTable, shape_change: float = SHAPE_CHANGE) -> IntArray:
@@ -51,13 +53,10 @@ def phase_starts(sweep: SweepTable, shape_change: float = SHAPE_CHANGE) -> IntAr
         noise_sd = float(np.nanmedian(move)) / _HALF_NORMAL_MEDIAN
         quantile = NormalDist().inv_cdf(1.0 - NOISE_CHANCE / (2.0 * shape.shape[1]))
         threshold = max(shape_change, quantile * noise_sd)
-    moved = np.flatnonzero(np.nanmax(move, axis=1) > threshold) + 1 if move.size else [0]
+    moved = (np.flatnonzero(np.nanmax(move, axis=1) > threshold) + 1 if move.size
+             else np.zeros(0, dtype=np.intp))
     starts = np.union1d(np.union1d([0], phase_changes(sweep)), moved)
     return starts.astype(np.intp)
-
-
-_HALF_NORMAL_MEDIAN = NormalDist().inv_cdf(0.75)
-"""Median of |x| for a standard normal x: a move's median over its standard deviation."""
 
 
 def phase_means(sweep: SweepTable) -> tuple[IntArray, SweepTable]:

@@ -141,3 +141,14 @@ def test_on_a_fine_grid_the_noise_of_one_work_does_not_cut_its_phase() -> None:
     starts = list(phase_starts(table))
     assert 1500 in starts
     assert len(starts) <= 2 + 60  # about 1 % of the 2 998 pairs within a work: 2 % at most
+
+
+def test_work_that_changes_at_every_unit_is_still_cut_at_every_unit() -> None:
+    """Where nearly every pair of units is a change of work, the median move is a change's:
+    the noise's threshold is capped, so the phases are still the units."""
+    rng = np.random.default_rng(4)
+    levels = np.linspace(700.0, 1500.0, 187)
+    share = np.where(np.arange(600) % 2 == 0, 0.2, 0.9)[:, None]
+    time_ms = (1 - share + share * levels[-1] / levels) * rng.lognormal(0, 0.01, (600, 187))
+    table = SweepTable(levels, time_ms, np.full_like(time_ms, 100.0))
+    assert list(phase_starts(table)) == list(range(600))

@@ -17,7 +17,8 @@ kernel (synergy-187: 1 091 phases where its units ran about 60 runs of one kerne
 reference that knows each "phase's" mean over two or three units knows a third of the noise of
 the unit it runs, which no causal policy can. So a move counts only where it also exceeds
 what the noise reaches at one level in ``NOISE_CHANCE`` of pairs of units across the L levels
-(the noise's scale from the median move, robust to the few true changes).
+(the noise's scale from the median move, robust to a minority of true changes), and never
+more than ``NOISE_CEILING`` times ``shape_change`` (where most pairs are changes of work).
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ NOISE_CHANCE = 0.01
 """Share of pairs of consecutive units of one work whose largest move over the levels, from
 noise alone, may still cut a phase: the move must exceed the noise's (1 − NOISE_CHANCE / 2L)
 quantile at one level as well as ``shape_change``."""
+NOISE_CEILING = 3.0
+"""The noise's threshold is at most this many times ``shape_change``. Where most pairs of
+consecutive units are changes of work, the median move is a change's, not the noise's: work
+alternating at every unit would otherwise make one phase of the whole table. On the measured
+tables the threshold is 0.050-0.073 (1.0-1.5 times ``shape_change``)."""
 _HALF_NORMAL_MEDIAN = NormalDist().inv_cdf(0.75)
 """Median of |x| for a standard normal x: a move's median over its standard deviation."""
 
@@ -52,7 +58,7 @@ def phase_starts(sweep: SweepTable, shape_change: float = SHAPE_CHANGE) -> IntAr
     if move.size and np.isfinite(move).any():
         noise_sd = float(np.nanmedian(move)) / _HALF_NORMAL_MEDIAN
         quantile = NormalDist().inv_cdf(1.0 - NOISE_CHANCE / (2.0 * shape.shape[1]))
-        threshold = max(shape_change, quantile * noise_sd)
+        threshold = min(max(shape_change, quantile * noise_sd), NOISE_CEILING * shape_change)
     moved = (np.flatnonzero(np.nanmax(move, axis=1) > threshold) + 1 if move.size
              else np.zeros(0, dtype=np.intp))
     starts = np.union1d(np.union1d([0], phase_changes(sweep)), moved)

@@ -5,7 +5,7 @@ slowdown limits. Writes bench/results/decisions.json.
     .venv/bin/python bench/bench_decisions.py [--form scaling|seed] [--minutes 10] [--quick]
         [--tables all|coarse] [--price-misses --out bench/results/decisions_priced.json]
     .venv/bin/python bench/bench_decisions.py --against bench/results/decisions.json
-        [--energy-param NAME=VALUE ...] [--only NAME,NAME] [--out F]
+        [--energy-param NAME=VALUE ...] [--spread-scale K] [--only NAME,NAME] [--out F]
 
 With ``--against REPORT`` only the energy policy runs (no baselines, no references, no true
 curves: minutes where the whole benchmark takes a quarter of an hour), and each row is judged
@@ -83,7 +83,7 @@ from govd.eval.score import unit_energy_mj, violations  # noqa: E402
 from govd.formats.sweep import SweepTable  # noqa: E402
 from govd.model.settings import ModelSettings  # noqa: E402
 from govd.policy.registry import make_policy  # noqa: E402
-from govd.research.truth import TrueCurves  # noqa: E402
+from govd.research.truth import ScaledSpread, TrueCurves  # noqa: E402
 from govd.sim.nvdvfs import (  # noqa: E402
     GPUS,
     GpuData,
@@ -372,6 +372,9 @@ def main() -> int:
                         help="run the energy policy alone and judge it with the references of "
                              "REPORT (a report of this benchmark on the same tables): minutes "
                              "instead of a quarter of an hour, for comparing designs")
+    parser.add_argument("--spread-scale", type=float, default=None, metavar="K",
+                        help="with --against: the model's spread of time times K before the "
+                             "policy reads it (govd.research.truth.ScaledSpread)")
     parser.add_argument("--out", type=Path, default=None,
                         help="the report (default bench/results/decisions.json; with "
                              "--against, none unless given)")
@@ -392,6 +395,13 @@ def main() -> int:
         make_policy("energy", **params.get("energy", {}))
     except (TypeError, ValueError) as e:
         parser.error(f"--energy-param: {e}")
+    if args.spread_scale is not None:
+        if args.against is None:
+            parser.error("--spread-scale goes with --against")
+        try:
+            ScaledSpread(make_policy("energy"), args.spread_scale)
+        except ValueError as e:
+            parser.error(f"--spread-scale: {e}")
     if args.against is not None:
         if args.out is not None and args.out.resolve() == args.against.resolve():
             parser.error("--out would overwrite the report given to --against")
@@ -432,9 +442,10 @@ def main() -> int:
     if games:
         runs.append(("60fps", Target(fps=60.0), games))
     if args.against is not None:
-        report.update({"against": str(args.against), "energy_params": params.get("energy", {})})
+        report.update({"against": str(args.against), "energy_params": params.get("energy", {}),
+                       "spread_scale": args.spread_scale})
         return against(runs, settings, params or None, earlier_results, report, args.out,
-                       started)
+                       started, args.spread_scale)
     for key, target, tabs in runs:
         results = evaluate(tabs, POLICIES, target, settings, policy_params=params or None)
         truth = evaluate(tabs, ["energy"], target, settings, policy_params=params or None,
@@ -458,13 +469,16 @@ def main() -> int:
 
 def against(runs: list[Any], settings: ModelSettings, params: dict[str, dict[str, Any]] | None,
             earlier: dict[str, dict[str, Row]], report: dict[str, Any], out: Path | None,
-            started: float) -> int:
-    """`main` with ``--against``: the energy policy alone on each run's tables, judged with the
+            started: float, spread_scale: float | None = None) -> int:
+    """`main` with ``--against``: the energy policy alone on each run's tables (with
+    ``spread_scale``, the model's spread of time scaled: `ScaledSpread`), judged with the
     earlier report's references (`judged_against`), printed beside that report's rows, and
     the rows meeting every target now and then counted over the same rows."""
     now_met = then_met = total = 0
+    wrap = None if spread_scale is None else (
+        lambda p, sw, idle_w: ScaledSpread(p, spread_scale))
     for key, target, tabs in runs:
-        results = evaluate(tabs, ["energy"], target, settings, policy_params=params)
+        results = evaluate(tabs, ["energy"], target, settings, policy_params=params, wrap=wrap)
         before = earlier.get(key, {})
         rows, missing = judged_against(results, before)
         for table in missing:

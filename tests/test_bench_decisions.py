@@ -86,11 +86,12 @@ def test_against_judges_the_energy_policy_alone_with_the_earlier_reports_referen
     out = tmp_path / "against.json"
     run = subprocess.run([sys.executable, bench, "--quick", "--tables", "coarse", "--only",
                           tables, "--against", str(earlier), "--energy-param",
-                          "probe_ticks=0", "--out", str(out)],
+                          "probe_ticks=0", "--spread-scale", "1", "--out", str(out)],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     report = json.loads(out.read_text())
     assert report["energy_params"] == {"probe_ticks": 0}
+    assert report["spread_scale"] == 1.0  # the spread as the model gives it, wrapped
     assert report["fixed_clock_summary"]["rows"] == 2
     assert not report["fixed_clock_met"]["0.1"]["v100-units"]["never_worse_than_static"]
     rows = report["results"]["0.25"]
@@ -118,6 +119,14 @@ def test_against_refuses_to_overwrite_its_report_and_reads_a_bad_one_clearly(
     param = subprocess.run([sys.executable, bench, "--energy-param", "miss_budget"],
                            capture_output=True, text=True, timeout=120)
     assert param.returncode == 2 and "NAME=VALUE" in param.stderr
+    alone = subprocess.run([sys.executable, bench, "--spread-scale", "0.3"],
+                           capture_output=True, text=True, timeout=120)
+    assert alone.returncode == 2 and "goes with --against" in alone.stderr
+    negative = subprocess.run([sys.executable, bench, "--against", str(report),
+                               "--spread-scale", "-1"], capture_output=True, text=True,
+                              timeout=120)
+    assert negative.returncode == 2 and "--spread-scale" in negative.stderr
+    assert "Traceback" not in negative.stderr
     for bad in ("no_such_knob=1", "miss_budget=2"):  # the policy refuses, in one line
         run = subprocess.run([sys.executable, bench, "--energy-param", bad],
                              capture_output=True, text=True, timeout=120)

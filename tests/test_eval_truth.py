@@ -8,7 +8,7 @@ import pytest
 from govd.eval.evaluate import evaluate
 from govd.eval.reference import phase_means
 from govd.eval.score import unit_energy_mj
-from govd.research.truth import TrueCurves, smooth_curves
+from govd.research.truth import ScaledSpread, TrueCurves, smooth_curves
 from govd.target import Target
 from tests.policy_outlook import outlook, predictions
 from tests.test_decision_references import LEVELS, two_phase_table
@@ -156,3 +156,30 @@ def test_a_certain_replay_takes_away_the_models_spread_of_time_and_keeps_its_noi
     view.predictions.time_sd_top[:] = 0.2
     TrueCurves(Spreads(), table, target, 0.0).decide(view)
     assert np.all(seen[-1][1] == 0.2)
+
+
+def test_a_scaled_spread_multiplies_the_models_spread_and_keeps_its_curves_and_noise() -> None:
+    seen = []
+
+    class Spreads(Recorder):
+        def decide(self, view) -> int:
+            p = view.predictions
+            seen.append((p.time_ms.copy(), p.time_sd_now.copy(), p.time_sd_top.copy(),
+                         p.time_noise))
+            return view.hi
+
+    target = Target(max_slowdown=0.1)
+    view = outlook(list(LEVELS), current=3, target=target, tick=3,
+                   predicted=predictions(len(LEVELS), time_ms=[20.0, 15.0, 12.0, 10.0],
+                                         ready=True, time_noise=0.013))
+    view.predictions.time_sd_now[:] = 0.1
+    view.predictions.time_sd_top[:] = 0.2
+    assert ScaledSpread(Spreads(), 0.25).decide(view) == 3
+    time_ms, sd_now, sd_top, noise = seen[-1]
+    np.testing.assert_array_equal(time_ms, [20.0, 15.0, 12.0, 10.0])
+    np.testing.assert_allclose(sd_now, 0.025)
+    np.testing.assert_allclose(sd_top, 0.05)
+    assert noise == 0.013
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="scale must be"):
+            ScaledSpread(Spreads(), bad)

@@ -22,6 +22,10 @@ model of that family could at best know of each work: a gap between the two repl
 a table's clock-by-clock detail (a clock slow for a kernel, a kink between measured levels) is
 worth, which no smooth curve represents and only a measurement at that clock finds.
 
+`ScaledSpread` asks the converse on the model's own curves: the policy replayed with the model's
+spread of time multiplied by a factor (the per-unit noise kept), to see whether the spread is
+merely too wide or guards a curve that is wrong.
+
 What it showed on the benchmark tables (the policy's own rules, not the model, hold most of
 the remaining gap to the hedged reference) is in bench/README.md ("Energy policy: designs
 measured and left out"), beside bench/results/decisions.json.
@@ -88,6 +92,32 @@ class TrueCurves:
                 none = np.zeros_like(p.time_sd_now)
                 view.predictions = replace(view.predictions, time_sd_now=none,
                                            time_sd_top=none.copy())
+        return int(self.policy.decide(view))
+
+    def reset(self) -> None:
+        """Reset the wrapped policy."""
+        self.policy.reset()
+
+
+class ScaledSpread:
+    """``policy`` deciding on the model's own predictions with its spread of time
+    (``time_sd_now``, ``time_sd_top``) multiplied by ``scale`` (``time_noise`` kept)."""
+
+    name: ClassVar[str] = "scaled-spread"
+    uses_model: ClassVar[bool] = True
+
+    def __init__(self, policy: Policy, scale: float) -> None:
+        """``scale``: a finite factor >= 0. Raises ValueError for another."""
+        if not (np.isfinite(scale) and scale >= 0.0):
+            raise ValueError(f"scale must be a finite number >= 0, got {scale!r}")
+        self.policy = policy
+        self.scale = float(scale)
+
+    def decide(self, view: Outlook) -> int:
+        """The wrapped policy's choice with the spread scaled."""
+        p = view.predictions
+        view.predictions = replace(p, time_sd_now=p.time_sd_now * self.scale,
+                                   time_sd_top=p.time_sd_top * self.scale)
         return int(self.policy.decide(view))
 
     def reset(self) -> None:

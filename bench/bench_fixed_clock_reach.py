@@ -30,9 +30,9 @@ top to measure them. Per single-clock slowdown table of `bench_decisions.py` and
   ``MISS_PRIORS`` x ``SEEDS`` inside the budget;
 - ``sure``: govd's energy policy replayed on each phase's measured mean curves, learned one
   unit late, with the model's own spread of time taken away (`govd.research.truth.TrueCurves`
-  with ``certain``; the per-unit noise margin stays). Beside ``true_curves_vs_oracle`` of
-  `bench_decisions.py` (the same curves with the model's spread) it says what the model's
-  uncertainty costs;
+  inside `ScaledSpread` at 0; the per-unit noise margin stays). Beside
+  ``true_curves_vs_oracle`` of `bench_decisions.py` (the same curves with the model's spread)
+  it says what the model's uncertainty costs;
 - ``smooth``: the same, on each phase's best *smooth* curves (``smooth_span`` =
   ``SMOOTH_SPAN``: time and power fitted quadratic in log clock, the scaling form's family,
   over the clocks within that ratio of the top): what a clock's own detail is worth (a clock
@@ -71,7 +71,7 @@ from govd.eval.reference import phase_means, static_reference_level
 from govd.eval.score import unit_energy_mj, violations
 from govd.formats.sweep import SweepTable
 from govd.policy.oracle import oracle_levels
-from govd.research.truth import TrueCurves
+from govd.research.truth import ScaledSpread, TrueCurves
 from govd.target import Target
 
 BUDGETS = (0.10, 0.25)
@@ -81,9 +81,9 @@ issue #24's violation target."""
 STEPS = (0.002, 0.005, 0.01, 0.02, 0.05)
 """The search's step up after a miss, in log clock."""
 AIMS = (0.0025, 0.005, 0.01)
+"""Miss rates the search and the bandit aim at."""
 ANCHOR_EVERY = (8, 16, 32)
 """Units between two anchors of the anchored search."""
-"""Miss rates the search and the bandit aim at."""
 SEEDS = (0, 1, 2)
 """The bandit's random seeds."""
 MISS_PRIORS = (1.0, 0.3, 0.1)
@@ -102,7 +102,8 @@ MINUTES = 10.0
 
 
 def _levels_from(sweep: SweepTable, budget: float) -> np.ndarray:
-    """The levels from f_top / (1 + b)^1.5 up: the range a learner of one clock searches."""
+    """The levels from f_top / (1 + b)^1.5 up: those the bandit tries, and those whose adjacent
+    pairs ``inverted`` counts (the searches move over every level)."""
     f = sweep.levels_mhz
     return np.flatnonzero(f >= f[-1] / (1.0 + budget) ** 1.5)
 
@@ -237,7 +238,7 @@ def check(sweep: SweepTable, budget: float) -> dict[str, float | str]:
     bandit = _best([(*score(thompson(sweep.levels_mhz, arms, missed, relative, a, seed, w)),
                      f"aim {a:g}, prior {w:g}, seed {seed}")
                     for a in AIMS for w in MISS_PRIORS for seed in SEEDS])
-    log_t = np.log(means.time_ms[:, arms])
+    step_up = np.diff(np.log(means.time_ms[:, arms]), axis=1)  # higher clock over lower
     return {
         "static": score(np.full(sweep.units, static))[0],
         "static_mhz": float(sweep.levels_mhz[static]),
@@ -246,7 +247,7 @@ def check(sweep: SweepTable, budget: float) -> dict[str, float | str]:
         "anchored": anchored[0], "anchored_excess": anchored[1],
         "anchored_setting": anchored[2],
         "bandit": bandit[0], "bandit_excess": bandit[1], "bandit_setting": bandit[2],
-        "inverted": float(np.mean(np.diff(log_t, axis=1) > INVERSION)),
+        "inverted": float(np.mean(step_up > INVERSION)) if step_up.size else math.nan,
         "levels": int(sweep.levels_mhz.size),
     }
 
@@ -259,8 +260,8 @@ def sure_replay(sweeps: list[SweepTable], budget: float, smooth: bool
     target = Target(max_slowdown=budget)
     span = SMOOTH_SPAN if smooth else None
     results = evaluate(sweeps, ["energy"], target,
-                       wrap=lambda p, sw, idle_w: TrueCurves(p, sw, target, idle_w,
-                                                             certain=True, smooth_span=span))
+                       wrap=lambda p, sw, idle_w: ScaledSpread(
+                           TrueCurves(p, sw, target, idle_w, smooth_span=span), 0.0))
     return {str(sweep.path): (sc.energy_ratio, sc.violation_rate - sc.oracle_violation_rate)
             for _, sweep, _, sc in results}
 

@@ -132,7 +132,9 @@ def test_the_smooth_replay_shows_the_policy_the_fitted_curves() -> None:
     np.testing.assert_allclose(inner.seen[-1][0], fitted)
 
 
-def test_a_certain_replay_takes_away_the_models_spread_of_time_and_keeps_its_noise() -> None:
+def test_the_sure_replay_takes_away_the_models_spread_of_time_and_keeps_its_noise() -> None:
+    """``ScaledSpread(TrueCurves(...), 0.0)``: each phase's true curve, no spread of the model's
+    own, the per-unit noise kept; without the wrapper the spread is the model's."""
     table = two_phase_table(noise=0.01)
     target = Target(max_slowdown=0.1)
     seen = []
@@ -140,22 +142,25 @@ def test_a_certain_replay_takes_away_the_models_spread_of_time_and_keeps_its_noi
     class Spreads(Recorder):
         def decide(self, view) -> int:
             p = view.predictions
-            seen.append((p.time_sd_now.copy(), p.time_sd_top.copy(), p.time_noise))
+            seen.append((p.time_ms.copy(), p.time_sd_now.copy(), p.time_sd_top.copy(),
+                         p.time_noise))
             return view.hi
 
+    phase_of, means = phase_means(table)
     view = outlook(list(LEVELS), current=3, target=target, tick=250,
                    predicted=predictions(len(LEVELS), ready=True, time_noise=0.013))
     view.predictions.time_sd_now[:] = 0.1
     view.predictions.time_sd_top[:] = 0.2
-    TrueCurves(Spreads(), table, target, 0.0, certain=True).decide(view)
-    sd_now, sd_top, noise = seen[-1]
+    ScaledSpread(TrueCurves(Spreads(), table, target, 0.0), 0.0).decide(view)
+    time_ms, sd_now, sd_top, noise = seen[-1]
+    np.testing.assert_array_equal(time_ms, means.time_ms[phase_of[250]])
     assert not sd_now.any() and not sd_top.any()
     assert noise == 0.013
     view = outlook(list(LEVELS), current=3, target=target, tick=250,
                    predicted=predictions(len(LEVELS), ready=True))
     view.predictions.time_sd_top[:] = 0.2
     TrueCurves(Spreads(), table, target, 0.0).decide(view)
-    assert np.all(seen[-1][1] == 0.2)
+    assert np.all(seen[-1][2] == 0.2)
 
 
 def test_a_scaled_spread_multiplies_the_models_spread_and_keeps_its_curves_and_noise() -> None:

@@ -10,11 +10,6 @@ curves loses its energy in its own rules (margins, hedge, probes), not in the mo
 true time), ``part="power"`` only the busy power (over the model's time): the issue's method of
 replacing one input at a time, applied to the decisions.
 
-``certain=True`` also sets the model's own spread of time to none (``time_sd_now``,
-``time_sd_top``; the per-unit noise, ``time_noise``, stays): a model that knows each phase's
-curve and knows that it knows. Beside the plain replay it says what the model's uncertainty
-costs a policy whose margins come from it.
-
 ``smooth_span`` replaces each phase's curves by the best *smooth* curves instead: their least
 squares fit, quadratic in log clock (the scaling form's family, `govd.model.scaling`), over the
 levels within that ratio of the top clock (the levels below keep the phase's means). What a
@@ -22,9 +17,11 @@ model of that family could at best know of each work: a gap between the two repl
 a table's clock-by-clock detail (a clock slow for a kernel, a kink between measured levels) is
 worth, which no smooth curve represents and only a measurement at that clock finds.
 
-`ScaledSpread` asks the converse on the model's own curves: the policy replayed with the model's
-spread of time multiplied by a factor (the per-unit noise kept), to see whether the spread is
-merely too wide or guards a curve that is wrong.
+`ScaledSpread` replays the policy with the model's spread of time multiplied by a factor (the
+per-unit noise kept). On the model's own curves it asks whether the spread is merely too wide
+or guards a curve that is wrong; at 0 around `TrueCurves` (``ScaledSpread(TrueCurves(...),
+0.0)``) it is a model that knows each phase's curve and knows that it knows, and beside the
+plain replay it says what the model's uncertainty costs a policy whose margins come from it.
 
 What it showed on the benchmark tables (the policy's own rules, not the model, hold most of
 the remaining gap to the hedged reference) is in bench/README.md ("Energy policy: designs
@@ -57,18 +54,16 @@ class TrueCurves:
     uses_model: ClassVar[bool] = True
 
     def __init__(self, policy: Policy, sweep: SweepTable, target: Target,
-                 idle_power_w: float, part: str = "both", certain: bool = False,
+                 idle_power_w: float, part: str = "both",
                  smooth_span: float | None = None) -> None:
         """``sweep``: the table the replay runs over; ``idle_power_w`` (W): as scored;
-        ``part``: one of `PARTS`; ``certain``: the model's spread of time replaced by none;
-        ``smooth_span``: None for the phases' means, else a ratio > 1 of clocks (see the
-        module's notes). Raises ValueError for another ``part`` or a span that leaves fewer
-        than three levels to fit."""
+        ``part``: one of `PARTS`; ``smooth_span``: None for the phases' means, else a ratio
+        > 1 of clocks (see the module's notes). Raises ValueError for another ``part`` or a
+        span that leaves fewer than three levels to fit."""
         if part not in PARTS:
             raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
         self.policy = policy
         self.part = part
-        self.certain = certain
         self._target = target
         self._idle_w = idle_power_w
         self._phase_of, means = phase_means(sweep)
@@ -88,10 +83,6 @@ class TrueCurves:
             view.predictions = replace(
                 p, time_ms=time_ms, power_w=power_w,
                 energy_mj=energy_mj(power_w, time_ms, self._target, self._idle_w))
-            if self.certain:
-                none = np.zeros_like(p.time_sd_now)
-                view.predictions = replace(view.predictions, time_sd_now=none,
-                                           time_sd_top=none.copy())
         return int(self.policy.decide(view))
 
     def reset(self) -> None:

@@ -55,6 +55,11 @@ class Predictions:
     fitted_time_ms: float
     """The model's a-priori estimate of the last tick's time, before it learned from that
     tick (the measure of prediction accuracy, seed 000 §V-C). Units: ms."""
+    work_id: int = -1
+    """The piece of work the model attributed the last tick to, the same number each time
+    that work comes back for as long as the model remembers it (the scaling form's work slot,
+    numbered anew when a slot is given to other work); -1 where the form does not tell pieces
+    of work apart."""
     spread_from_pairs: bool = False
     """Whether ``time_sd_now`` and ``time_sd_top`` come from ratios measured between pairs of
     levels of the same work, level by level (the scaling form), rather than being derived

@@ -184,6 +184,8 @@ class ScalingModel:
         self.out[:] = math.nan
         self._scaled = bool(self.settings.counter_scales) or self.nx == 0
         self._work_ticks = 0
+        self._slot_ids = [-1] * self.settings.work_slots  # `Predictions.work_id` per slot
+        self._slots_made = 0
 
     def update(
         self,
@@ -205,6 +207,12 @@ class ScalingModel:
         flags: int = s.scaling_tick(self.state, self.off, counters, frame_time_ms, freq_mhz,
                                     mem_freq_mhz, power_w, busy, deadline_ms)
         self._work_ticks = 0 if flags & s.WORK_CHANGED else self._work_ticks + 1
+        made = int(self.sc[s.SLOTS_MADE])
+        if made != self._slots_made:  # the slot in use was (re)made for this work
+            self._slots_made = made
+            slot = int(self.sc[s.CUR_SLOT])
+            if 0 <= slot < len(self._slot_ids):
+                self._slot_ids[slot] = made
         return flags
 
     def predictions(self) -> Predictions:
@@ -216,6 +224,8 @@ class ScalingModel:
         p.time_noise = self._ratio_error(sc) / math.sqrt(2.0)
         p.ready = sc[s.READY] == 1.0
         p.work_ticks = self._work_ticks
+        slot = int(sc[s.CUR_SLOT])
+        p.work_id = self._slot_ids[slot] if 0 <= slot < len(self._slot_ids) else -1
         p.sensitivity_ms_per_mhz = sc[s.SENS]
         p.fitted_time_ms = sc[s.T_FIT]
         return p

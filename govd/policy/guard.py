@@ -36,7 +36,7 @@ import numpy as np
 from govd.policy.base import Outlook
 
 
-class _Mean:
+class LogMean:
     """Running mean and sample variance of log values."""
 
     __slots__ = ("n", "squares", "total")
@@ -73,9 +73,9 @@ class MeasuredGuard:
         """Forget the work and its refusals."""
         self._work_start = -1
         self._hi = -1
-        self._top_time, self._top_energy = _Mean(), _Mean()
+        self._top_time, self._top_energy = LogMean(), LogMean()
         self._at = -1
-        self._at_time, self._at_energy = _Mean(), _Mean()
+        self._at_time, self._at_energy = LogMean(), LogMean()
         self._slope_limit = math.inf  # log clock below the top from which levels are refused
         self._pair: tuple[float, float] | None = None  # (core, memory) refused and below
         self._dear: set[int] = set()
@@ -114,7 +114,7 @@ class MeasuredGuard:
                 self._top_energy.add(log_e)
             return None
         if cur != self._at:
-            self._at, self._at_time, self._at_energy = cur, _Mean(), _Mean()
+            self._at, self._at_time, self._at_energy = cur, LogMean(), LogMean()
         self._at_time.add(log_t)
         if math.isfinite(log_e):
             self._at_energy.add(log_e)

@@ -1,0 +1,302 @@
+"""`MeasuredMemory`: the energy policy with a memory, per piece of work and clock, of what that
+work measured there (a research design, fourteenth pass; not the default).
+
+On a fine clock grid the energy policy runs the top clock: a pair of ticks one level (0.5-1 %
+of clock) apart measures a slope against a unit's 1 % noise, one such pair set a work's
+curve to t ∝ f^-2, and a curve no later tick corrects keeps every lower clock predicted
+infeasible or dearer (bench/README.md, eighth and thirteenth passes). This design keeps,
+beside the model, the work's own measurements and decides on them where they exist:
+
+- **A record per piece of work** (`Predictions.work_id`, the model's work slot): per clock the
+  count, mean and energy of the work's ticks there. It outlives the run of ticks that made it
+  (the work comes back to its record) and is dropped where a tick's time at a clock the
+  record knows lies more than ``JUMP_Z`` deviations from its mean, on arrival or twice in a
+  row (other work under the same slot).
+- **Verified clocks.** A clock where the work ran at least twice is *verified* when its mean
+  log time over the fastest clock measured for the work, plus ``z`` deviations of that mean
+  ratio, leaves a unit's own noise margin (``UNIT_Z`` · √2 · σ) inside the slowdown budget;
+  *refused* when it misses by as much the other way. A verified clock is feasible whatever
+  the model predicts, with its measured energy in place of the predicted one; a refused one is
+  infeasible. The work-change hedge still applies (a clock verified for this work may run the
+  next), and the measured guard (`govd.policy.guard`) where the work measured nothing better:
+  its refusals extend a measured ratio along a slope, which a clock slow for this work alone
+  would carry to every clock below it.
+- **σ** is the per-unit noise measured where it is the noise alone: the spread of one work's
+  ticks at one clock, pooled over every record (the model's ``time_noise`` also holds its
+  curve's misfit, 1.4-6 times the units' noise on the benchmark tables).
+- **Spanning probes.** A probe steps from the lowest verified clock (the top before any) to
+  ``ROOM`` of the room left to the budget in log clock, where time growing as 1/f would leave
+  it inside: far enough in clock to measure a slope against the noise on any grid. Where that
+  reaches no lower clock, one level down when that step spans at least the noise of a ratio
+  (a coarse grid), and never past halfway to a clock measured over the limit. A probe the 1/f
+  bound keeps inside the budget runs without the model's leave; others need it
+  (`EnergyPolicy._worth_probing`). Work that has run only at the top probes after
+  ``FIRST_WAIT`` ticks; while the room is large the policy probes every ``FAST_WAIT`` ticks.
+- **Anchors.** New work (the first tick after the model saw a change, or after a record was
+  dropped) runs one tick at the top when its record has no time there: the budget is a ratio
+  to the fastest clock, which only a measurement there gives.
+
+Slowdown limits with one clock domain only; everything else is `EnergyPolicy`'s. Run it with
+``python bench/bench_decisions.py --against bench/results/decisions.json --measured-memory``;
+what it gave is in bench/README.md ("Fourteenth pass").
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Any, ClassVar
+
+import numpy as np
+
+from govd.policy.base import Outlook
+from govd.policy.energy import EnergyPolicy
+from govd.policy.guard import LogMean
+
+UNIT_Z = 2.58
+"""Deviations of one unit's noise left between a verified clock's mean ratio and the budget
+(0.5 % of units over, the default ``miss_budget``, for a unit whose ratio is normal)."""
+ROOM = 0.75
+"""Share of the room left to the budget (log) a probe spans in log clock below the lowest
+verified clock."""
+FAST_WAIT = 4
+"""Ticks between probes while the room left exceeds a quarter of the budget."""
+FIRST_WAIT = 2
+"""Ticks at the top before the first probe of work that has run nowhere else."""
+JUMP_Z = 4.0
+"""Deviations of a tick's log time from its record's mean at that clock that say other work."""
+NOISE_PRIOR_TICKS = 3.0
+"""Ticks' worth of weight the model's ``time_noise`` keeps in the pooled per-unit noise."""
+MAX_RECORDS = 256
+"""Records kept (the least recently used is dropped)."""
+
+
+class _Record:
+    """One piece of work's log time and log energy per level."""
+
+    __slots__ = ("energy", "time")
+
+    def __init__(self) -> None:
+        self.time: dict[int, LogMean] = {}
+        self.energy: dict[int, LogMean] = {}
+
+    def fastest(self) -> float:
+        """The least mean log time over the levels measured (NaN before any)."""
+        means = [s.mean for s in self.time.values() if s.n]
+        return min(means) if means else math.nan
+
+
+class MeasuredMemory(EnergyPolicy):
+    """`EnergyPolicy` deciding, under a slowdown limit, on each work's measured clocks where
+    it has them (see the module's notes)."""
+
+    name: ClassVar[str] = "measured-memory"
+
+    def __init__(self, **params: Any) -> None:
+        """The `EnergyPolicy` parameters."""
+        super().__init__(**params)
+        self._clear()
+
+    def _clear(self) -> None:
+        self._records: OrderedDict[int, _Record] = OrderedDict()
+        self._record: _Record | None = None
+        self._pool_squares, self._pool_dof = 0.0, 0
+        self._suspect = 0
+        self._fresh = False
+        self._anchor = False
+        self._noise = math.nan
+        self._verified: np.ndarray | None = None
+        self._refused_here: np.ndarray | None = None
+        self._energy_rel: np.ndarray | None = None
+
+    def reset(self) -> None:
+        """Forget the records too."""
+        super().reset()
+        self._clear()
+
+    # -- the records ------------------------------------------------------------------------
+
+    def decide(self, view: Outlook) -> int:
+        p = view.predictions
+        self._verified = None
+        self._record = None
+        if (view.target.max_slowdown is not None and p.ready and p.spread_from_pairs
+                and view.mem_levels_mhz is None and p.work_id >= 0):
+            self._observe(view)
+        return super().decide(view)
+
+    def _pooled_noise(self, prior: float) -> float:
+        prior = prior if math.isfinite(prior) and prior > 0.0 else 0.01
+        k = NOISE_PRIOR_TICKS
+        return math.sqrt((self._pool_squares + k * prior * prior) / (self._pool_dof + k))
+
+    def _observe(self, view: Outlook) -> None:
+        p = view.predictions
+        rec = self._records.get(p.work_id)
+        if rec is None:
+            rec = self._records[p.work_id] = _Record()
+            while len(self._records) > MAX_RECORDS:
+                self._records.popitem(last=False)
+        else:
+            self._records.move_to_end(p.work_id)
+        self._noise = noise = self._pooled_noise(p.time_noise)
+        t, w = view.frame_time_ms, view.power_w
+        if math.isfinite(t) and t > 0.0:
+            log_t = math.log(t)
+            log_e = log_t + math.log(w) if math.isfinite(w) and w > 0.0 else math.nan
+            here = rec.time.get(view.current)
+            jump = (here is not None and here.n >= 2
+                    and abs(log_t - here.mean) > JUMP_Z * noise * math.sqrt(1.0 + 1.0 / here.n))
+            if jump and p.work_ticks == 0:
+                rec = self._records[p.work_id] = _Record()
+            elif jump:
+                self._suspect += 1
+                if self._suspect >= 2:
+                    rec = self._records[p.work_id] = _Record()
+                    self._suspect, self._fresh = 0, True
+            else:
+                self._suspect = 0
+            stats = rec.time.setdefault(view.current, LogMean())
+            if stats.n:  # the noise alone: one work's ticks at one clock
+                self._pool_squares += (log_t - stats.mean) ** 2 * stats.n / (stats.n + 1)
+                self._pool_dof += 1
+            stats.add(log_t)
+            if math.isfinite(log_e):
+                rec.energy.setdefault(view.current, LogMean()).add(log_e)
+        self._record = rec
+
+    def _limit(self, view: Outlook) -> float:
+        assert view.target.max_slowdown is not None
+        return math.log1p(view.target.max_slowdown) - UNIT_Z * math.sqrt(2.0) * self._noise
+
+    def _judge(self, view: Outlook) -> bool:
+        """Fill the verified and refused masks and the measured energies over lo..hi; False
+        where the work has no time at the top yet."""
+        rec = self._record
+        lo, hi = view.lo, view.hi
+        if rec is None or hi not in rec.time:
+            return False
+        ref = rec.fastest()
+        top_e = rec.energy.get(hi)
+        n_top = rec.time[hi].n
+        limit, z = self._limit(view), self._z
+        size = hi + 1 - lo
+        verified, refused = np.zeros(size, bool), np.zeros(size, bool)
+        energy_rel = np.full(size, math.nan)
+        for level, stats in rec.time.items():
+            if not lo <= level < hi:
+                continue
+            ratio = stats.mean - ref
+            sd = self._noise * math.sqrt(1.0 / stats.n + 1.0 / n_top)
+            if stats.n >= 2 and ratio + z * sd <= limit:
+                verified[level - lo] = True
+            elif ratio - z * sd > limit:
+                refused[level - lo] = True
+            e = rec.energy.get(level)
+            if e is not None and e.n >= 2 and top_e is not None and top_e.n:
+                energy_rel[level - lo] = e.mean - top_e.mean
+        self._verified, self._refused_here, self._energy_rel = verified, refused, energy_rel
+        return True
+
+    def _room(self, view: Outlook) -> tuple[int, float]:
+        """The lowest verified level (the top where none) and the room left to the limit
+        from its measured ratio."""
+        assert self._record is not None and self._verified is not None
+        rec = self._record
+        idx = np.flatnonzero(self._verified)
+        start = view.lo + int(idx[0]) if idx.size else view.hi
+        ratio = rec.time[start].mean - rec.fastest() if start != view.hi else 0.0
+        return start, self._limit(view) - ratio
+
+    # -- the choice -------------------------------------------------------------------------
+
+    def _decide(self, view: Outlook) -> int:
+        self._anchor = False
+        if self._record is not None:
+            if self._judge(view):
+                _, room = self._room(view)
+                assert view.target.max_slowdown is not None
+                top = self._record.time[view.hi]
+                if len(self._record.time) == 1 and top.n >= 2:
+                    self._wait = min(self._wait, FIRST_WAIT)
+                elif room > 0.25 * math.log1p(view.target.max_slowdown):
+                    self._wait = min(self._wait, FAST_WAIT)
+            else:
+                self._anchor = view.predictions.work_ticks <= 1 or self._fresh
+        return super()._decide(view)
+
+    def _choose_with_spread(self, view: Outlook, sd_now: np.ndarray, sd_top: np.ndarray
+                            ) -> int:
+        if self._anchor and view.target.max_slowdown is not None:
+            self._fresh = False
+            return view.hi  # an anchor: this work's time at the top
+        verified = self._verified
+        if verified is None or view.target.max_slowdown is None or self.price_misses:
+            return super()._choose_with_spread(view, sd_now, sd_top)
+        assert self._refused_here is not None and self._energy_rel is not None
+        lo, hi = view.lo, view.hi
+        p = view.predictions
+        with np.errstate(all="ignore"):
+            log_t = np.log(p.time_ms[lo:hi + 1])
+            spread = sd_top[lo:hi + 1].copy()
+            spread[-1] = 0.0
+            budget = math.log1p(view.target.max_slowdown)
+            ok = log_t - log_t[-1] + self._z * spread <= budget
+            ok |= verified
+            ok &= ~self._refused_here
+            ok &= self._change_risk(log_t - log_t[-1], budget, view.current,
+                                    p.time_noise) <= self.miss_budget
+        if self._refused is not None:  # the guard's slope, where this work measured no better
+            ok &= ~(self._refused & ~verified)
+        ok &= np.isfinite(log_t)
+        ok[-1] = True
+        energy = np.array(p.energy_mj[lo:hi + 1], dtype=float)
+        known = np.isfinite(self._energy_rel)
+        energy[known] = float(p.energy_mj[hi]) * np.exp(self._energy_rel[known])
+        energy[known & (self._energy_rel > 0.0) & ~verified] = np.inf
+        energy = np.where(ok, energy, np.inf)
+        best = lo + int(np.argmin(energy))
+        best_mj = float(energy[best - lo])
+        current = view.current
+        if (lo <= current <= hi and ok[current - lo]
+                and energy[current - lo] <= best_mj * (1.0 + self.hysteresis)):
+            return current
+        return best
+
+    def _below(self, view: Outlook, choice: int) -> int:
+        if self._verified is None or view.target.max_slowdown is None:
+            return super()._below(view, choice)
+        assert self._refused_here is not None
+        lo, hi = view.lo, view.hi
+        start, room = self._room(view)
+        if room < math.sqrt(2.0) * self._noise:
+            return -1
+        u = np.log(float(view.levels_mhz[hi]) / view.levels_mhz[lo:hi + 1])
+        reach = float(u[start - lo]) + ROOM * room
+        refused = np.flatnonzero(self._refused_here[:start - lo])
+        if refused.size:  # halfway to the nearest clock measured over the limit
+            reach = min(reach, 0.5 * (float(u[start - lo]) + float(u[refused[-1]])))
+        untried = ~(self._verified | self._refused_here)
+        within = np.flatnonzero((u[:start - lo] <= reach + 1e-12) & untried[:start - lo])
+        if within.size:
+            return lo + int(within[0])
+        below = choice - 1
+        if (below >= lo and not self._refused_here[below - lo]
+                and u[below - lo] - u[choice - lo] >= 2.0 * math.sqrt(2.0) * self._noise):
+            return below
+        return -1
+
+    def _worth_probing(self, view: Outlook, probe: int, choice: int) -> bool:
+        if self._verified is None or view.target.max_slowdown is None:
+            return super()._worth_probing(view, probe, choice)
+        assert self._refused_here is not None and self._record is not None
+        if self._refused_here[probe - view.lo]:
+            return False
+        rec = self._record
+        ratio = 0.0
+        if choice != view.hi and choice in rec.time:
+            ratio = rec.time[choice].mean - rec.fastest()
+        step = math.log(float(view.levels_mhz[choice]) / float(view.levels_mhz[probe]))
+        if ratio + step <= math.log1p(view.target.max_slowdown):
+            return True  # time grows at most as 1/f: this one unit keeps the budget
+        return super()._worth_probing(view, probe, choice)

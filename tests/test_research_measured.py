@@ -1,0 +1,127 @@
+"""`govd.research.measured.MeasuredMemory` and the model's `Predictions.work_id` it keys on."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from govd.eval.evaluate import evaluate
+from govd.formats.sweep import SweepTable
+from govd.model.online import OnlineModel
+from govd.model.scaling_model import ScalingModel
+from govd.model.settings import ModelSettings
+from govd.research import measured
+from govd.research.measured import MeasuredMemory
+from govd.target import Target
+
+FINE = np.arange(1000.0, 1501.0, 5.0)
+"""101 clocks 5 MHz apart: a fine grid."""
+
+
+def fine_table(slopes: list[float], units: int = 1500, run: int = 300, noise: float = 0.01,
+               slow: int | None = None, seed: int = 0) -> SweepTable:
+    """Works taking turns every ``run`` units, time ∝ f^-slope (20 ms at the top, 40 for the
+    second work, 60 for a third...), 1 % noise per unit and clock; ``slow``: a clock where
+    every unit runs 20 % slower (a clock that breaks physics)."""
+    rng = np.random.default_rng(seed)
+    work = (np.arange(units) // run) % len(slopes)
+    slope = np.array(slopes)[work][:, None]
+    top_ms = 20.0 * (1 + work)[:, None]
+    time_ms = top_ms * (FINE[-1] / FINE) ** slope * rng.lognormal(0, noise, (units, FINE.size))
+    if slow is not None:
+        time_ms[:, slow] *= 1.2
+    power_w = (30 + 70 * (FINE / FINE[-1]) ** 2.5) * rng.lognormal(0, noise, (units, FINE.size))
+    return SweepTable(FINE, time_ms, power_w)
+
+
+def test_the_scaling_model_numbers_each_remembered_work_and_knows_it_again() -> None:
+    model = ScalingModel(FINE)
+    ids = []
+    for run in range(6):  # two works taking turns, 3x apart in time at the same clock
+        t = 10.0 if run % 2 == 0 else 30.0
+        for _ in range(5):
+            model.update(t, float(FINE[-1]), power_w=100.0, busy=1.0)
+            ids.append(model.predictions().work_id)
+    first, second = ids[0], ids[5]
+    assert first >= 0 and second >= 0 and first != second
+    assert ids == ([first] * 5 + [second] * 5) * 3
+    model.reset()
+    model.update(10.0, float(FINE[-1]), power_w=100.0, busy=1.0)
+    assert model.predictions().work_id >= 0
+
+
+def test_a_slot_given_to_other_work_gets_a_new_number() -> None:
+    model = ScalingModel(FINE, ModelSettings(work_slots=2))
+    seen = []
+    for t in (10.0, 30.0, 90.0, 10.0):  # three works through two slots
+        for _ in range(3):
+            model.update(t, float(FINE[-1]), power_w=100.0, busy=1.0)
+        seen.append(model.predictions().work_id)
+    assert len(set(seen)) == 4, "the first work's slot went to the third: it is not the first"
+
+
+def test_a_form_that_does_not_tell_works_apart_says_so() -> None:
+    model = OnlineModel(FINE)
+    model.update(10.0, float(FINE[-1]))
+    assert model.predictions().work_id == -1
+
+
+def run(table: SweepTable, limit: float, memory: bool):
+    target = Target(max_slowdown=limit)
+    wrap = (lambda p, s, i: MeasuredMemory()) if memory else None
+    ((_, _, replay, score),) = evaluate([table], ["energy"], target, wrap=wrap)
+    return replay, score
+
+
+@pytest.mark.parametrize("limit", [0.1, 0.25])
+def test_on_a_fine_grid_it_spends_the_budget_the_energy_policy_leaves(limit: float) -> None:
+    """Memory-bound work (time ∝ f^-0.2) on 101 clocks: measured clocks far enough apart to
+    tell a slope from the noise take it further down than the model's curve does, inside the
+    budget."""
+    table = fine_table([0.2])
+    replay, score = run(table, limit, memory=True)
+    _, plain = run(table, limit, memory=False)
+    assert score.energy_ratio < plain.energy_ratio - 0.005
+    assert score.violation_rate <= score.oracle_violation_rate + 0.01
+    assert np.median(replay.levels) < FINE.size - 10
+
+
+def test_a_clock_slow_for_the_work_is_run_only_to_measure_it() -> None:
+    """A clock 20 % slower than 1/f allows (inside the 10 % budget's range) is refused once
+    measured there, while the clocks on either side stay in use: the guard's slope, which
+    would carry the slow clock's ratio to every clock below it, does not refuse clocks this
+    work measured inside the budget."""
+    slow = 80  # 1400 MHz
+    table = fine_table([0.3], slow=slow)
+    replay, score = run(table, 0.1, memory=True)
+    assert int((replay.levels == slow).sum()) <= 10
+    assert score.violation_rate <= score.oracle_violation_rate + 0.01
+    assert (replay.levels < slow).mean() > 0.5, "it went past the slow clock"
+
+
+def test_new_work_runs_a_tick_at_the_top_before_its_clocks_are_judged() -> None:
+    """The budget is a ratio to the work's fastest clock: each work the model tells apart,
+    when it first comes, is anchored there (one tick), then measured below. (Works the model
+    cannot tell apart, with the same time at the top and no counters, share one record until
+    a jump in time at a clock the record knows drops it: `JUMP_Z`.)"""
+    table = fine_table([0.2, 0.9], units=1200, run=200)
+    replay, _ = run(table, 0.25, memory=True)
+    top = FINE.size - 1
+    assert top in replay.levels[200:204].tolist()  # the second work, new
+    # the first work again: remembered with its time at the top, so not anchored again
+    assert top not in replay.levels[400:404].tolist()
+
+
+def test_records_are_bounded_and_a_reset_forgets_them() -> None:
+    policy = MeasuredMemory()
+    table = fine_table([0.2])
+    target = Target(max_slowdown=0.1)
+    evaluate([table], ["energy"], target, wrap=lambda p, s, i: policy)
+    assert 1 <= len(policy._records) <= measured.MAX_RECORDS
+    assert policy._pool_dof > 100  # the noise measured where it is the noise alone
+    noise = math.sqrt(policy._pool_squares / policy._pool_dof)
+    assert 0.007 < noise < 0.013  # the table's 1 % per unit
+    policy.reset()
+    assert not policy._records and policy._pool_dof == 0

@@ -5,7 +5,8 @@ slowdown limits. Writes bench/results/decisions.json.
     .venv/bin/python bench/bench_decisions.py [--form scaling|seed] [--minutes 10] [--quick]
         [--tables all|coarse] [--price-misses --out bench/results/decisions_priced.json]
     .venv/bin/python bench/bench_decisions.py --against bench/results/decisions.json
-        [--energy-param NAME=VALUE ...] [--spread-scale K] [--only NAME,NAME] [--out F]
+        [--energy-param NAME=VALUE ...] [--spread-scale K | --measured-memory] [--only NAME,NAME]
+        [--out F]
 
 With ``--against REPORT`` only the energy policy runs (no baselines, no references, no true
 curves: minutes where the whole benchmark takes a quarter of an hour), and each row is judged
@@ -61,6 +62,7 @@ import math
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -83,6 +85,7 @@ from govd.eval.score import unit_energy_mj, violations  # noqa: E402
 from govd.formats.sweep import SweepTable  # noqa: E402
 from govd.model.settings import ModelSettings  # noqa: E402
 from govd.policy.registry import make_policy  # noqa: E402
+from govd.research.measured import MeasuredMemory  # noqa: E402
 from govd.research.truth import ScaledSpread, TrueCurves  # noqa: E402
 from govd.sim.nvdvfs import (  # noqa: E402
     GPUS,
@@ -375,6 +378,9 @@ def main() -> int:
     parser.add_argument("--spread-scale", type=float, default=None, metavar="K",
                         help="with --against: the model's spread of time times K before the "
                              "policy reads it (govd.research.truth.ScaledSpread)")
+    parser.add_argument("--measured-memory", action="store_true",
+                        help="with --against: the energy policy with a memory per work and "
+                             "clock of what it measured (govd.research.measured.MeasuredMemory)")
     parser.add_argument("--out", type=Path, default=None,
                         help="the report (default bench/results/decisions.json; with "
                              "--against, none unless given)")
@@ -402,6 +408,10 @@ def main() -> int:
             ScaledSpread(make_policy("energy"), args.spread_scale)
         except ValueError as e:
             parser.error(f"--spread-scale: {e}")
+    if args.measured_memory and args.against is None:
+        parser.error("--measured-memory goes with --against")
+    if args.measured_memory and args.spread_scale is not None:
+        parser.error("--measured-memory and --spread-scale are two designs: give one")
     if args.against is not None:
         if args.out is not None and args.out.resolve() == args.against.resolve():
             parser.error("--out would overwrite the report given to --against")
@@ -443,9 +453,17 @@ def main() -> int:
         runs.append(("60fps", Target(fps=60.0), games))
     if args.against is not None:
         report.update({"against": str(args.against), "energy_params": params.get("energy", {}),
-                       "spread_scale": args.spread_scale})
+                       "spread_scale": args.spread_scale,
+                       "measured_memory": args.measured_memory})
+        energy = params.get("energy", {})
+        wrap: Callable[[Any, SweepTable, float], Any] | None = None
+        if args.spread_scale is not None:
+            scale = args.spread_scale
+            wrap = lambda p, sw, idle_w: ScaledSpread(p, scale)  # noqa: E731
+        elif args.measured_memory:
+            wrap = lambda p, sw, idle_w: MeasuredMemory(**energy)  # noqa: E731
         return against(runs, settings, params or None, earlier_results, report, args.out,
-                       started, args.spread_scale)
+                       started, wrap)
     for key, target, tabs in runs:
         results = evaluate(tabs, POLICIES, target, settings, policy_params=params or None)
         truth = evaluate(tabs, ["energy"], target, settings, policy_params=params or None,
@@ -469,14 +487,13 @@ def main() -> int:
 
 def against(runs: list[Any], settings: ModelSettings, params: dict[str, dict[str, Any]] | None,
             earlier: dict[str, dict[str, Row]], report: dict[str, Any], out: Path | None,
-            started: float, spread_scale: float | None = None) -> int:
+            started: float,
+            wrap: Callable[[Any, SweepTable, float], Any] | None = None) -> int:
     """`main` with ``--against``: the energy policy alone on each run's tables (with
-    ``spread_scale``, the model's spread of time scaled: `ScaledSpread`), judged with the
+    ``wrap``, the design it makes of each: `ScaledSpread`, `MeasuredMemory`), judged with the
     earlier report's references (`judged_against`), printed beside that report's rows, and
     the rows meeting every target now and then counted over the same rows."""
     now_met = then_met = total = 0
-    wrap = None if spread_scale is None else (
-        lambda p, sw, idle_w: ScaledSpread(p, spread_scale))
     for key, target, tabs in runs:
         results = evaluate(tabs, ["energy"], target, settings, policy_params=params, wrap=wrap)
         before = earlier.get(key, {})

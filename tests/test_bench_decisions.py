@@ -127,6 +127,13 @@ def test_against_refuses_to_overwrite_its_report_and_reads_a_bad_one_clearly(
                               timeout=120)
     assert negative.returncode == 2 and "--spread-scale" in negative.stderr
     assert "Traceback" not in negative.stderr
+    memory = subprocess.run([sys.executable, bench, "--measured-memory"],
+                            capture_output=True, text=True, timeout=120)
+    assert memory.returncode == 2 and "goes with --against" in memory.stderr
+    both = subprocess.run([sys.executable, bench, "--against", str(report),
+                           "--measured-memory", "--spread-scale", "0.3"],
+                          capture_output=True, text=True, timeout=120)
+    assert both.returncode == 2 and "give one" in both.stderr
     for bad in ("no_such_knob=1", "miss_budget=2"):  # the policy refuses, in one line
         run = subprocess.run([sys.executable, bench, "--energy-param", bad],
                              capture_output=True, text=True, timeout=120)

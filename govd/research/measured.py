@@ -27,8 +27,9 @@ beside the model, the work's own measurements and decides on them where they exi
 - **Spanning probes.** A probe steps from the lowest verified clock (the top before any) to
   ``ROOM`` of the room left to the budget in log clock, where time growing as 1/f would leave
   it inside: far enough in clock to measure a slope against the noise on any grid. Where that
-  reaches no lower clock, one level down when that step spans at least the noise of a ratio
-  (a coarse grid), and never past halfway to a clock measured over the limit. A probe the 1/f
+  reaches no lower clock, one level down to a clock not yet judged, when that step spans at
+  least the noise of a ratio (a coarse grid; a verified clock probed again taught nothing and
+  cost a unit each time), and never past halfway to a clock measured over the limit. A probe the 1/f
   bound keeps inside the budget runs without the model's leave; others need it
   (`EnergyPolicy._worth_probing`). Work that has run only at the top probes after
   ``FIRST_WAIT`` ticks; while the room is large the policy probes every ``FAST_WAIT`` ticks.
@@ -281,7 +282,7 @@ class MeasuredMemory(EnergyPolicy):
         if within.size:
             return lo + int(within[0])
         below = choice - 1
-        if (below >= lo and not self._refused_here[below - lo]
+        if (below >= lo and untried[below - lo]
                 and u[below - lo] - u[choice - lo] >= 2.0 * math.sqrt(2.0) * self._noise):
             return below
         return -1

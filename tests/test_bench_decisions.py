@@ -102,6 +102,18 @@ def test_against_judges_the_energy_policy_alone_with_the_earlier_reports_referen
     assert any(rows[t]["model_updates"] != before["results"]["0.25"][t]["model_updates"]
                for t in rows)
     assert "rows meeting every target" in run.stdout
+    # the research design on the same tables, judged with the same references
+    memory = tmp_path / "memory.json"
+    run = subprocess.run([sys.executable, bench, "--quick", "--tables", "coarse", "--only",
+                          tables, "--against", str(earlier), "--measured-memory", "--out",
+                          str(memory)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    design = json.loads(memory.read_text())
+    assert design["measured_memory"] is True and design["spread_scale"] is None
+    assert design["fixed_clock_summary"]["rows"] == 2
+    for table, row in design["results"]["0.25"].items():
+        assert row["hedged_reference_vs_oracle"] == \
+            before["results"]["0.25"][table]["hedged_reference_vs_oracle"]
 
 
 def test_against_refuses_to_overwrite_its_report_and_reads_a_bad_one_clearly(

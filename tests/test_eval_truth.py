@@ -32,6 +32,25 @@ class Recorder:
         self.resets += 1
 
 
+class Spreads:
+    """Keeps the curve, the spreads and the noise it was shown; runs the fastest level."""
+
+    name = "spreads"
+    uses_model = True
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[np.ndarray, np.ndarray, np.ndarray, float]] = []
+
+    def decide(self, view) -> int:
+        p = view.predictions
+        self.seen.append((p.time_ms.copy(), p.time_sd_now.copy(), p.time_sd_top.copy(),
+                          p.time_noise))
+        return view.hi
+
+    def reset(self) -> None:
+        pass
+
+
 def test_the_policy_sees_the_mean_curves_of_the_phase_of_the_unit_just_measured() -> None:
     table = two_phase_table(noise=0.01)
     target = Target(max_slowdown=0.1)
@@ -137,21 +156,15 @@ def test_the_sure_replay_takes_away_the_models_spread_of_time_and_keeps_its_nois
     own, the per-unit noise kept; without the wrapper the spread is the model's."""
     table = two_phase_table(noise=0.01)
     target = Target(max_slowdown=0.1)
-    seen = []
-
-    class Spreads(Recorder):
-        def decide(self, view) -> int:
-            p = view.predictions
-            seen.append((p.time_ms.copy(), p.time_sd_now.copy(), p.time_sd_top.copy(),
-                         p.time_noise))
-            return view.hi
+    spreads = Spreads()
+    seen = spreads.seen
 
     phase_of, means = phase_means(table)
     view = outlook(list(LEVELS), current=3, target=target, tick=250,
                    predicted=predictions(len(LEVELS), ready=True, time_noise=0.013))
     view.predictions.time_sd_now[:] = 0.1
     view.predictions.time_sd_top[:] = 0.2
-    ScaledSpread(TrueCurves(Spreads(), table, target, 0.0), 0.0).decide(view)
+    ScaledSpread(TrueCurves(spreads, table, target, 0.0), 0.0).decide(view)
     time_ms, sd_now, sd_top, noise = seen[-1]
     np.testing.assert_array_equal(time_ms, means.time_ms[phase_of[250]])
     assert not sd_now.any() and not sd_top.any()
@@ -159,27 +172,20 @@ def test_the_sure_replay_takes_away_the_models_spread_of_time_and_keeps_its_nois
     view = outlook(list(LEVELS), current=3, target=target, tick=250,
                    predicted=predictions(len(LEVELS), ready=True))
     view.predictions.time_sd_top[:] = 0.2
-    TrueCurves(Spreads(), table, target, 0.0).decide(view)
+    TrueCurves(spreads, table, target, 0.0).decide(view)
     assert np.all(seen[-1][2] == 0.2)
 
 
 def test_a_scaled_spread_multiplies_the_models_spread_and_keeps_its_curves_and_noise() -> None:
-    seen = []
-
-    class Spreads(Recorder):
-        def decide(self, view) -> int:
-            p = view.predictions
-            seen.append((p.time_ms.copy(), p.time_sd_now.copy(), p.time_sd_top.copy(),
-                         p.time_noise))
-            return view.hi
-
+    spreads = Spreads()
+    seen = spreads.seen
     target = Target(max_slowdown=0.1)
     view = outlook(list(LEVELS), current=3, target=target, tick=3,
                    predicted=predictions(len(LEVELS), time_ms=[20.0, 15.0, 12.0, 10.0],
                                          ready=True, time_noise=0.013))
     view.predictions.time_sd_now[:] = 0.1
     view.predictions.time_sd_top[:] = 0.2
-    assert ScaledSpread(Spreads(), 0.25).decide(view) == 3
+    assert ScaledSpread(spreads, 0.25).decide(view) == 3
     time_ms, sd_now, sd_top, noise = seen[-1]
     np.testing.assert_array_equal(time_ms, [20.0, 15.0, 12.0, 10.0])
     np.testing.assert_allclose(sd_now, 0.025)

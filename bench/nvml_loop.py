@@ -11,7 +11,10 @@
 3. The ``phased`` job (the two works alternating every ``--phase-s`` s) then runs ``--run-s``
    seconds each: at the driver's own clocks (``default``), at that fixed clock (``fixed``), and
    under ``govd run`` with the energy policy and ``max_slowdown: 0.1`` for the job, steps sent
-   to govd's frame socket (``govd``; its trace is recorded).
+   to govd's frame socket (``govd``; its trace is recorded). ``--policy NAME`` (repeated) runs
+   the daemon once per named policy instead: ``energy`` is the run called ``govd``, another name
+   the run ``govd-NAME``. A research design of `govd.research` (``measured-memory``) is offered
+   to the daemon as a plugin would be, through an entry point written into ``--work-dir``.
 
 Writes ``nvml-loop-<gpu>.json`` (and the sweeps and the trace) into ``--out``: per run and work,
 steps, median step time and energy per step from the NVML energy counter, and govd's slowdown
@@ -50,6 +53,9 @@ SLOWDOWN = 0.10
 WORKS = ("train", "stream")
 READY_WAIT_S = 300.0
 """govd compiles its kernels before READY where no ahead-of-time build is installed."""
+RESEARCH = {"measured-memory": "govd.research.measured:MeasuredMemory"}
+"""Research designs the daemon does not ship, run here as a third party's policy would be."""
+_EXTRA_PATH: list[str] = []
 
 
 def _slug(name: str) -> str:
@@ -57,7 +63,8 @@ def _slug(name: str) -> str:
 
 
 def _env() -> dict[str, str]:
-    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    path = os.pathsep.join(p for p in (str(REPO), *_EXTRA_PATH, os.environ.get("PYTHONPATH"))
+                           if p)
     return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
 
 
@@ -94,10 +101,31 @@ def _start_work(work: str, seconds: float, phase_s: float, sock: Path | None,
     return subprocess.Popen(cmd, env=_env(), text=True)
 
 
-def _config(folder: Path, counters: list[str], fixed_mhz: float | None = None) -> Path:
-    """The daemon's configuration: the energy policy, or the one clock ``fixed_mhz`` (MHz)."""
-    path = folder / ("govd.yaml" if fixed_mhz is None else "govd-fixed.yaml")
-    policy = ("{name: energy, params: {}}" if fixed_mhz is None
+def _offer_research(folder: Path, names: list[str]) -> None:
+    """Make the research designs among ``names`` selectable by the daemon: an entry point in
+    govd's policy group (a distribution's metadata in ``folder``, put on the children's path)."""
+    wanted = {name: RESEARCH[name] for name in names if name in RESEARCH}
+    if not wanted:
+        return
+    dist = folder / "entry-points" / "govd_bench_research-0.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: govd-bench-research\n"
+                                   "Version: 0\n")
+    (dist / "entry_points.txt").write_text(
+        "[govd.policies]\n" + "".join(f"{n} = {t}\n" for n, t in wanted.items()))
+    _EXTRA_PATH.append(str(dist.parent))
+
+
+def _kind(policy: str) -> str:
+    return "govd" if policy == "energy" else f"govd-{policy}"
+
+
+def _config(folder: Path, counters: list[str], fixed_mhz: float | None = None,
+            policy_name: str = "energy") -> Path:
+    """The daemon's configuration: the policy ``policy_name``, or the one clock ``fixed_mhz``
+    (MHz) with the fixed policy."""
+    path = folder / (f"{_kind(policy_name)}.yaml" if fixed_mhz is None else "govd-fixed.yaml")
+    policy = (f"{{name: {policy_name}, params: {{}}}}" if fixed_mhz is None
               else f"{{name: fixed, params: {{freq_mhz: {fixed_mhz:g}}}}}")
     path.write_text(f"""devices:
   - backend: nvml
@@ -119,7 +147,7 @@ state_file: {folder / 'state.json'}
 
 
 def sweep(work: str, device: NvmlDevice, folder: Path, out: Path, every: int,
-          frames: int) -> tuple[Path, float]:
+          frames: int, config: Path) -> tuple[Path, float]:
     """`govd measure` under one work; the sweep table's path and the wall time it took."""
     sock = folder / f"measure-{work}.sock"
     table = out / f"sweep-{_slug(device.product)}-{work}.csv"
@@ -130,7 +158,7 @@ def sweep(work: str, device: NvmlDevice, folder: Path, out: Path, every: int,
         subprocess.run([sys.executable, "-m", "govd", "measure", "--device", device.name,
                         "--frames", str(sock), "--frames-per-level", str(frames),
                         "--every", str(every), "--settle-s", "0.3", "--idle-s", "1",
-                        "--config", str(folder / "govd.yaml"),
+                        "--config", str(config),
                         "-o", str(table)], env=_env(), check=True, timeout=300)
         return table, time.monotonic() - start
     finally:
@@ -169,8 +197,9 @@ def _wait_ready(notify: socket.socket, daemon: subprocess.Popen[str]) -> float:
 def live(kind: str, device: NvmlDevice, folder: Path, out: Path, run_s: float,
          phase_s: float, fixed_mhz: float | None = None) -> dict[str, Any]:
     """Run the phased job once: 'default' (no govd), 'fixed' (`govd run` with the fixed
-    policy at fixed_mhz: the clock goes through govd's custody too) or 'govd' (the energy
-    policy, steps sent to its socket, the run recorded)."""
+    policy at fixed_mhz: the clock goes through govd's custody too) or 'govd' / 'govd-NAME'
+    (the energy policy or policy NAME, its configuration in ``folder/<kind>.yaml``, steps sent
+    to its socket, the run recorded)."""
     stats = folder / f"stats-{kind}.json"
     result: dict[str, Any] = {}
     daemon = notify = log = None
@@ -181,19 +210,20 @@ def live(kind: str, device: NvmlDevice, folder: Path, out: Path, run_s: float,
             notify_path.unlink(missing_ok=True)
             notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             notify.bind(str(notify_path))
-            config = (folder / "govd.yaml" if kind == "govd"
+            governed = kind.startswith("govd")
+            config = (folder / f"{kind}.yaml" if governed
                       else _config(folder, [], fixed_mhz or 0.0))
-            record = (["--record", str(out / f"trace-{_slug(device.product)}-govd.csv")]
-                      if kind == "govd" else [])
+            record = (["--record", str(out / f"trace-{_slug(device.product)}-{kind}.csv")]
+                      if governed else [])
             # govd's own lines (its journal summaries: the saving it estimates) kept beside
-            # the trace, for the energy policy's run
-            log = (out / f"log-{_slug(device.product)}-govd.txt").open("w") if kind == "govd" \
+            # the trace, for the governed runs
+            log = (out / f"log-{_slug(device.product)}-{kind}.txt").open("w") if governed \
                 else None
             daemon = subprocess.Popen(
                 [sys.executable, "-m", "govd", "run", "--config", str(config), *record],
                 env={**_env(), "NOTIFY_SOCKET": str(notify_path)}, text=True, stderr=log)
             result["ready_after_s"] = round(_wait_ready(notify, daemon), 1)
-            sock = folder / "frames.sock" if kind == "govd" else None
+            sock = folder / "frames.sock" if governed else None
         worker = _start_work("phased", run_s, phase_s, sock, stats)
         worker.wait(run_s + 120)
         if worker.returncode != 0:
@@ -233,9 +263,13 @@ def main() -> int:
     parser.add_argument("--phase-s", type=float, default=5.0)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/govd-nvml-loop"))
+    parser.add_argument("--policy", action="append", dest="policies", metavar="NAME",
+                        help="the daemon's policy for a governed run (repeat for several; "
+                        "default energy)")
     parser.add_argument("--dry", action="store_true",
                         help="no GPU work (sleeps): checks the plumbing against a fake NVML")
     args = parser.parse_args()
+    policies = list(dict.fromkeys(args.policies or ["energy"]))
     global DRY
     DRY = args.dry
     try:
@@ -253,17 +287,20 @@ def main() -> int:
     device.read()  # GPM's metrics need two samples: the first read has none of them
     time.sleep(0.2)
     counters = sorted(device.read().counters)
-    prewarm = _prewarm(_config(args.work_dir, counters), np.unique(device.levels_mhz))
+    _offer_research(args.work_dir, policies)
+    configs = [_config(args.work_dir, counters, policy_name=name) for name in policies]
+    prewarm = _prewarm(configs[0], np.unique(device.levels_mhz))
     report: dict[str, Any] = {
         "gpu": device.product, "levels": int(device.levels_mhz.size),
         "levels_mhz": [float(device.levels_mhz.min()), float(device.levels_mhz.max())],
-        "counters": counters, "slowdown_target": SLOWDOWN,
+        "counters": counters, "slowdown_target": SLOWDOWN, "policies": policies,
         "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": "PYTHONPATH=. python3 bench/nvml_loop.py " + " ".join(sys.argv[1:]),
     }
     tables = []
     for work in WORKS:
-        path, took = sweep(work, device, args.work_dir, args.out, args.every, args.frames)
+        path, took = sweep(work, device, args.work_dir, args.out, args.every, args.frames,
+                           configs[0])
         tables.append(read_sweep(path))
         report[f"sweep_{work}"] = {"file": path.name, "wall_s": round(took, 1)}
     report["prewarm_exit"] = prewarm.wait(600)
@@ -275,7 +312,8 @@ def main() -> int:
     fixed_mhz = float(joined.levels_mhz[static])
     report["fixed_mhz"] = fixed_mhz
     runs: dict[str, Any] = {}
-    for kind in ("default", "fixed", "govd"):
+    kinds = ["default", "fixed", *(_kind(name) for name in policies)]
+    for kind in kinds:
         try:
             runs[kind] = live(kind, device, args.work_dir, args.out, args.run_s, args.phase_s,
                               fixed_mhz)
@@ -290,7 +328,7 @@ def main() -> int:
         kind: {work: {"slowdown": per[kind][work]["median_ms"] / base[work]["median_ms"] - 1,
                       "energy_ratio": per[kind][work]["j_per_step"] / base[work]["j_per_step"]}
                for work in WORKS if work in per[kind] and work in base}
-        for kind in ("fixed", "govd") if kind in per and "default" in per}
+        for kind in kinds[1:] if kind in per and "default" in per}
     out = args.out / f"nvml-loop-{_slug(device.product)}.json"
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report["against_default"], indent=1))

@@ -67,6 +67,31 @@ def test_the_measured_bias_at_both_ends_corrects_the_estimate() -> None:
     assert 0 < s.saved_uncertainty < 0.02
 
 
+def test_ticks_at_the_top_are_measured_and_no_correction_moves_them() -> None:
+    """On the H200 the checks found the model's top-to-ran ratio ~15 % low, and that correction
+    was applied to ticks run at the top too: the journal said "12.6 % less than the top clock"
+    over 10 s run wholly at 1980 MHz."""
+    s = Savings()
+    at_top = top_clock(outlook([20, 12, 9, 8], [30, 36, 45, 60], current=3))
+    below = top_clock(outlook([20, 12, 9, 8], [30, 36, 45, 60], current=1))
+    for measured in [66.0, 72.0] * MIN_CHECKS:  # the top costs 15 % more than predicted
+        s.check_top(measured_mj=measured, predicted_mj=60.0)
+        s.check_ran(measured_mj=36.0, predicted_mj=36.0)
+    for _ in range(10):
+        s.add_tick(0.6, at_top, FPS60, frames(3, 8.0), pseudo=False)
+    assert s.correction == pytest.approx(1.15)
+    assert s.top_energy_j == pytest.approx(6.0) and s.saved_share == pytest.approx(0.0)
+    assert s.saved_uncertainty == 0.0 and s.sureness() == "good"
+    assert s.report()["at_top_clock_energy_j"] == pytest.approx(6.0)
+    s.add_tick(0.1, below, FPS60, frames(3, 12.0), pseudo=False)  # only this tick is corrected
+    assert s.top_energy_j == pytest.approx(6.0 + 0.1 * 60 / 36 * 1.15)
+    assert 0 < s.saved_uncertainty < 0.01
+    before = s.copy()
+    s.add_tick(0.6, at_top, FPS60, frames(3, 8.0), pseudo=False)
+    spent = s.interval(before)  # an interval at the top, corrected by the run's checks
+    assert spent.top_energy_j == pytest.approx(0.6) and spent.saved_share == pytest.approx(0.0)
+
+
 def test_sureness_says_when_the_estimate_is_the_models_extrapolation() -> None:
     s = Savings()
     below = top_clock(outlook([20, 12, 9, 8], [30, 36, 45, 60], current=1))

@@ -30,7 +30,9 @@ Tables (each skipped with a message where its data folder is absent):
 
 With ``--tables all`` (the default) the fine-grid and training tables of
 `bench/decision_tables.py` (SYnergy's V100 at all 187 clocks and every 12th, nv-dvfs/hkbu
-kernels carried onto a 15 MHz grid, Caffe training iterations) join them, and the game suite
+kernels carried onto a 15 MHz grid, Caffe training iterations, and the phased training job
+govd swept on a real H200, on its swept clocks and on the GPU's 15 MHz grid, from the sweeps
+committed in bench/results) join them, and the game suite
 runs at 60 FPS on the mobile levels (6) and on the same fitted model at 100 clocks; each row
 is then judged against issue #24's targets (`FIXED_CLOCK_TARGETS`: never worse than one fixed
 clock, near the hedged reference, violations near the oracle's, few stress episodes), reported

@@ -15,6 +15,17 @@ they are absent; nothing read here is written into govd):
 - `dl-*`: Caffe training iterations at (core, memory) pairs (``dlbench/``), one network per
   table, one iteration per unit; only the files whose clocks are absolute MHz (the others give
   offsets from defaults the files do not state).
+- `h200-phased`, `h200-phased-fine`: govd's own sweeps of a real H200 (``bench/results/sweep-
+  nvidia-h200-{train,stream}-27nov.csv``, `bench/nvml_loop.py`, 27 Nov): a transformer's
+  training step and a memory-bound step, each measured 25 times at 29 graphics clocks (every
+  8th of the 110, the lowest and the highest), alternating every 100 units as the live job
+  alternates them every 5 s. A unit is ~50 ms of one work: the sum of as many of its measured
+  steps as fill 50 ms at the top clock, each drawn from that level's 25 (real unit noise, no
+  noise added), power and counters their mean. The driver runs HBM at 3201 MHz at the top
+  graphics clock and at 2201 MHz below it, so the top level is faster than any curve through
+  the others says: a real GPU's fact the tables from ``shared/`` do not hold. `-fine` carries
+  each unit onto the GPU's own 15 MHz grid (110 clocks) as `fine_grid` does. These files are
+  committed with govd's results (not in ``shared/``): they are skipped where absent.
 - the game suite: `govd.sim` scenarios at 60 FPS on the calibrated mobile levels (6) and on the
   same fitted model sampled at 100 evenly spaced clocks (`fine_level_table`).
 """
@@ -30,11 +41,12 @@ from pathlib import Path
 
 import numpy as np
 
-from govd.formats.sweep import SweepTable
+from govd.formats.sweep import SweepFormatError, SweepTable, read_sweep
 from govd.sim.gpu import simulate
 from govd.sim.levels import LevelTable, level_table
 from govd.sim.nvdvfs import GPUS, GpuData, NvDvfsError, core_slice, load_v100
 
+RESULTS = Path(__file__).resolve().parent / "results"
 FINE_STEP_MHZ = 15.0
 """Step of the NVML-like grid coarse tables are carried onto (datacenter GPUs: 5-15 MHz)."""
 GAME_SUITE = ("rendering-test", "art3", "game-light", "game-medium", "game-heavy")
@@ -43,6 +55,10 @@ SYNERGY_SKIP = {"kernel-name", "size", "num-iters", "core-freq", "memory-freq",
                 "kernel-time [s]", "run-time [s]", "mean-energy [J]", "max-energy [J]",
                 "mean-edp", "mean-ed2p", "max-edp", "max-ed2p"}
 """SYnergy columns that are no counter (the rest: the kernel's static instruction mix)."""
+H200_SWEEPS = ("sweep-nvidia-h200-train-27nov.csv", "sweep-nvidia-h200-stream-27nov.csv")
+"""govd's sweeps of the two works of the phased job on a real H200 (bench/results)."""
+H200_PHASE_UNITS = 100
+"""The live job's 5 s phases at 50 ms units."""
 DL_ABSOLUTE = ("titanX-caffe-googlenet.csv", "titanX-caffe-resnet.csv",
                "gtx1080Ti-googlenet.csv", "gtx980-resnet.csv")
 """dlbench files whose clocks are MHz, not offsets."""
@@ -138,7 +154,7 @@ def fine_level_table(table: LevelTable, levels: int) -> LevelTable:
 
 def slowdown_tables(data_dir: Path, quick: bool,
                     unit_sweep: Callable[..., SweepTable]) -> list[SweepTable]:
-    """The fine-grid and training tables for slowdown targets (see the module's docstring);
+    """The fine-grid, training and H200 tables for slowdown targets (see the module's docstring);
     ``unit_sweep`` is bench_decisions' unit maker. ``quick``: a few hundred units each."""
     units = 300 if quick else 3000
     out: list[SweepTable] = []
@@ -170,7 +186,52 @@ def slowdown_tables(data_dir: Path, quick: bool,
             print(f"skipping {name}: {exc}", file=sys.stderr)
             continue
         out.append(unit_sweep(data, f"dl-{path.stem}", units // 2, mean_phase_units=1e9))
-    return out
+    return out + h200_tables(RESULTS, quick)
+
+
+def phased_sweeps(sweeps: list[SweepTable], name: str, units: int, phase_units: int,
+                  unit_ms: float = 50.0, seed: int = 0) -> SweepTable:
+    """Units of ~``unit_ms`` of each sweep's work in turn, ``phase_units`` at a time: each the
+    sum of as many of the work's measured frames as fill ``unit_ms`` at its top level, drawn
+    per level from that level's measured frames; power and counters their mean."""
+    levels = sweeps[0].levels_mhz
+    if any(not np.array_equal(s.levels_mhz, levels) for s in sweeps):
+        raise ValueError("the sweeps cover different levels")
+    rng = np.random.default_rng(seed)
+    counters = [c for c in sweeps[0].counters if all(c in s.counters for s in sweeps)]
+    time_ms, power_w = np.empty((units, levels.size)), np.empty((units, levels.size))
+    measured = {c: np.empty((units, levels.size)) for c in counters}
+    cols = np.arange(levels.size)
+    for u in range(units):
+        work = sweeps[(u // phase_units) % len(sweeps)]
+        frames = max(1, round(unit_ms / float(np.median(work.time_ms[:, -1]))))
+        rows = rng.integers(0, work.time_ms.shape[0], size=(frames, levels.size))
+        time_ms[u] = work.time_ms[rows, cols].sum(axis=0)
+        power_w[u] = work.power_w[rows, cols].mean(axis=0)
+        for c in counters:
+            measured[c][u] = work.counters[c][rows, cols].mean(axis=0)
+    return SweepTable(levels_mhz=levels.copy(), time_ms=time_ms, power_w=power_w,
+                      counters=measured, mem_levels_mhz=None,
+                      meta={"idle_power_w": sweeps[0].meta.get("idle_power_w", "0"),
+                            "source": name}, path=name)
+
+
+def h200_tables(results: Path, quick: bool) -> list[SweepTable]:
+    """`h200-phased` on the swept clocks and `h200-phased-fine` on the GPU's 15 MHz grid."""
+    units = 300 if quick else 2000
+    try:
+        sweeps = [read_sweep(results / name) for name in H200_SWEEPS]
+        coarse = phased_sweeps(sweeps, "h200-phased", units, H200_PHASE_UNITS)
+    except (OSError, SweepFormatError, ValueError) as exc:
+        print(f"skipping the H200 tables: {exc}", file=sys.stderr)
+        return []
+    data = GpuData(coarse.levels_mhz, None, coarse.time_ms, coarse.power_w, coarse.counters,
+                   [], float(coarse.meta["idle_power_w"]), ())
+    fine = fine_grid(data)
+    return [coarse, replace(coarse, levels_mhz=fine.levels_mhz, time_ms=fine.time_ms,
+                            power_w=fine.power_w, counters=fine.counters,
+                            meta={**coarse.meta, "source": "h200-phased-fine"},
+                            path="h200-phased-fine")]
 
 
 def game_tables(minutes: float, seed: int = 0) -> list[SweepTable]:

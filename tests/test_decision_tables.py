@@ -1,6 +1,7 @@
 """The tables bench/bench_decisions.py judges decisions on beyond nv-dvfs and hkbu
 (bench/decision_tables.py): a coarse grid carried onto a fine one, a grid thinned, a fitted
-level table sampled at 100 clocks, and the SYnergy and dlbench files read whole."""
+level table sampled at 100 clocks, the SYnergy and dlbench files read whole, and a real GPU's
+two sweeps made into the phased job's units."""
 
 from __future__ import annotations
 
@@ -18,12 +19,18 @@ DATA = REPO.parent / "shared" / "data"
 sys.path.insert(0, str(REPO / "bench"))
 
 from decision_tables import (  # noqa: E402
+    H200_SWEEPS,
+    RESULTS,
     fine_grid,
     fine_level_table,
+    h200_tables,
     load_dlbench,
     load_synergy,
+    phased_sweeps,
     thin,
 )
+
+from govd.formats.sweep import SweepTable  # noqa: E402
 
 
 def power_law_data() -> GpuData:
@@ -85,3 +92,54 @@ def test_a_training_file_becomes_one_network_at_pairs_sorted_by_core_then_memory
     order = np.lexsort((data.mem_levels_mhz, data.levels_mhz))
     assert np.array_equal(order, np.arange(data.levels_mhz.size))
     assert np.all(data.time_ms > 0) and np.all(data.power_w > 0)
+
+
+def two_works() -> list[SweepTable]:
+    levels = np.array([500.0, 1000.0, 2000.0])
+    # work 0: 20 ms a frame at the top, time as 1/f; work 1: 5 ms, flat; frames differ by row
+    rows = np.arange(1.0, 5.0)[:, None]
+    slow = SweepTable(levels_mhz=levels, time_ms=20.0 * 2000.0 / levels * (1 + rows / 100),
+                      power_w=np.tile([100.0, 200.0, 400.0], (4, 1)),
+                      counters={"c": np.zeros((4, 3)), "only_here": np.ones((4, 3))},
+                      meta={"idle_power_w": "50"})
+    flat = SweepTable(levels_mhz=levels, time_ms=np.full((4, 3), 5.0) * (1 + rows / 100),
+                      power_w=np.tile([150.0, 200.0, 300.0], (4, 1)),
+                      counters={"c": np.ones((4, 3))}, meta={"idle_power_w": "60"})
+    return [slow, flat]
+
+
+def test_the_phased_units_take_turns_and_fill_50_ms_with_measured_frames() -> None:
+    table = phased_sweeps(two_works(), "made-up", units=40, phase_units=10)
+    work = (np.arange(40) // 10) % 2  # 10 units of each in turn
+    assert table.path == "made-up" and table.time_ms.shape == (40, 3)
+    assert list(table.counters) == ["c"]  # only counters both works measured
+    np.testing.assert_array_equal(table.counters["c"][:, 0], work)
+    # ~50 ms of each: 2 frames of ~20.5 ms, 10 of ~5 ms; each frame one of the measured rows
+    top = table.time_ms[:, -1]
+    assert np.all((top[work == 0] >= 40.4 - 1e-9) & (top[work == 0] <= 40.0 * 1.04 + 1e-9))
+    assert np.all((top[work == 1] >= 50.5) & (top[work == 1] <= 50.0 * 1.04 + 1e-9))
+    np.testing.assert_allclose(table.power_w[work == 0], [[100.0, 200.0, 400.0]] * 20)
+    assert float(table.meta["idle_power_w"]) == 50.0
+    again = phased_sweeps(two_works(), "made-up", units=40, phase_units=10)
+    np.testing.assert_array_equal(again.time_ms, table.time_ms)  # seeded
+    other = two_works()
+    other[1].levels_mhz = np.array([500.0, 1000.0, 1900.0])
+    with pytest.raises(ValueError, match="different levels"):
+        phased_sweeps(other, "x", units=4, phase_units=2)
+
+
+def test_the_h200_tables_are_skipped_with_a_message_where_the_sweeps_are_absent(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert h200_tables(tmp_path, quick=True) == []
+    assert "skipping the H200 tables" in capsys.readouterr().err
+
+
+def test_the_h200_tables_come_from_the_committed_sweeps_on_both_grids() -> None:
+    if not all((RESULTS / name).exists() for name in H200_SWEEPS):
+        pytest.skip("the H200 sweeps are not in bench/results")
+    coarse, fine = h200_tables(RESULTS, quick=True)
+    assert (coarse.path, fine.path) == ("h200-phased", "h200-phased-fine")
+    assert coarse.units == fine.units == 300
+    assert coarse.levels_mhz.size == 29 and fine.levels_mhz.size == 110
+    assert np.all(np.diff(fine.levels_mhz) == pytest.approx(15.0))
+    np.testing.assert_allclose(fine.time_ms[:, [0, -1]], coarse.time_ms[:, [0, -1]])

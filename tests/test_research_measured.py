@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from govd.formats.sweep import SweepTable
 from govd.model.online import OnlineModel
 from govd.model.scaling_model import ScalingModel
 from govd.model.settings import ModelSettings
+from govd.policy.guard import LogMean
 from govd.research import measured
 from govd.research.measured import MeasuredMemory
 from govd.target import Target
@@ -125,3 +127,25 @@ def test_records_are_bounded_and_a_reset_forgets_them() -> None:
     assert 0.007 < noise < 0.013  # the table's 1 % per unit
     policy.reset()
     assert not policy._records and policy._pool_dof == 0
+
+
+def test_the_1_over_f_bound_of_a_probe_starts_from_the_best_clock_measured_above_it() -> None:
+    """A choice held above the lowest verified clock (their energies equal within the noise)
+    must not hide it: the probe's bound runs from whichever clock measured twice gives the
+    least (on the H200's memory-bound step, 1905 MHz held for 900 ticks, 1785 MHz verified
+    0.1 % slower, 1725 MHz out of reach from 1905 MHz at a 10 % limit)."""
+    levels = np.array([1665.0, 1725.0, 1785.0, 1845.0, 1905.0, 1980.0])
+    view = SimpleNamespace(levels_mhz=levels, hi=5)
+    policy = MeasuredMemory()
+    record = measured._Record()
+    for level, log_t, n in ((5, 0.0, 5), (4, 0.0, 40), (2, 0.001, 2), (1, 0.5, 1)):
+        stats = record.time.setdefault(level, LogMean())
+        for _ in range(n):
+            stats.add(math.log(20.0) + log_t)
+    policy._record = record
+    from_choice = math.log(1905.0 / 1725.0)
+    assert from_choice > math.log1p(0.1)  # one step from the choice alone: past the budget
+    assert policy._bound(view, 1, 4) == pytest.approx(0.001 + math.log(1785.0 / 1725.0))
+    # a clock measured once (1725 MHz) does not bound the one below it
+    assert policy._bound(view, 0, 4) == pytest.approx(0.001 + math.log(1785.0 / 1665.0))
+    assert policy._bound(view, 3, 4) == pytest.approx(math.log(1905.0 / 1845.0))

@@ -80,6 +80,7 @@ def test_scrape_has_conventional_names_types_and_units(server: MetricsServer) ->
         "govd_busy_ratio": "gauge",
         "govd_left_to_own_governor": "gauge",
         "govd_top_clock_energy_joules": "counter",
+        "govd_top_clock_measured_joules": "counter",
         "govd_top_clock_correction": "gauge",
         "govd_frames": "counter",
         "govd_deadline_misses": "counter",
@@ -115,16 +116,23 @@ def test_savings_misses_and_slowdown_are_counted(server: MetricsServer) -> None:
         energy_j=2.0, policy="energy", switched=False, top_energy_j=2.25,
         over_limit_units=1, slowdown=0.12,
     ))
+    metrics.record_tick(TickRecord(  # at the top: measured, apart from what is corrected
+        "card0", level_mhz=1500, frame_times_ms=[10.0], pred_ms=10.0, power_w=60.0,
+        energy_j=3.0, policy="energy", switched=True, top_energy_j=3.0, ran_top=True,
+        top_correction=1.2, slowdown=0.0,
+    ))
     metrics.record_waiting("card0", True)
     families = scrape(server)
     dev = (("device", "card0"),)
     assert families["govd_top_clock_energy_joules"][1][
         ("govd_top_clock_energy_joules_total", dev)] == 4.75
-    assert families["govd_top_clock_correction"][1] == {("govd_top_clock_correction", dev): 1.0}
-    assert families["govd_frames"][1][("govd_frames_total", dev)] == 3
+    assert families["govd_top_clock_measured_joules"][1][
+        ("govd_top_clock_measured_joules_total", dev)] == 3.0
+    assert families["govd_top_clock_correction"][1] == {("govd_top_clock_correction", dev): 1.2}
+    assert families["govd_frames"][1][("govd_frames_total", dev)] == 4
     assert families["govd_deadline_misses"][1][("govd_deadline_misses_total", dev)] == 1
     assert families["govd_slowdown_over_limit"][1][("govd_slowdown_over_limit_total", dev)] == 1
-    assert families["govd_slowdown_ratio"][1] == {("govd_slowdown_ratio", dev): 0.12}
+    assert families["govd_slowdown_ratio"][1] == {("govd_slowdown_ratio", dev): 0.0}
     assert families["govd_memory_level_hertz"][1] == {("govd_memory_level_hertz", dev): 5e9}
     assert families["govd_busy_ratio"][1] == {("govd_busy_ratio", dev): 0.7}
     assert families["govd_left_to_own_governor"][1] == {("govd_left_to_own_governor", dev): 1}

@@ -248,6 +248,7 @@ class DeviceRunner:
             tick_energy_j if isfinite(tick_energy_j) else None,
             self.settings.policy, switched, decision.freq_mhz,
             top_energy_j=top_j if isfinite(top_j) else None,
+            ran_top=top is not None and top.ran_top,
             top_correction=savings.correction,
             late_frames=savings.late - late_before,
             over_limit_units=savings.over_limit - over_before,

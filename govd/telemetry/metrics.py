@@ -163,13 +163,18 @@ class Metrics:
         )
         self._top_energy = prom.Counter(
             "govd_top_clock_energy_joules",
-            "The model's estimate of the energy the same work would have used at the top clock.",
+            "The model's estimate of the energy the work run below the top clock would have "
+            "used at the top clock.", ["device"], registry=r,
+        )
+        self._top_measured = prom.Counter(
+            "govd_top_clock_measured_joules",
+            "Energy of the work run at the top clock while governed: measured, not estimated.",
             ["device"], registry=r,
         )
         self._top_correction = prom.Gauge(
             "govd_top_clock_correction", "Factor the measured checks found the model's "
-            "top-clock estimates off by: govd status shows govd_top_clock_energy_joules times "
-            "this.", ["device"], registry=r,
+            "top-clock estimates off by: govd status shows govd_top_clock_measured_joules plus "
+            "govd_top_clock_energy_joules times this.", ["device"], registry=r,
         )
         self._frames = prom.Counter(
             "govd_frames", "Frames (units of work) completed while governed; busy time not "
@@ -215,7 +220,10 @@ class Metrics:
         if tick.busy is not None:
             self._busy.labels(device).set(tick.busy)
         if tick.top_energy_j is not None:
-            self._top_energy.labels(device).inc(tick.top_energy_j)
+            # both counted every tick (one by 0), so that both series exist from the first
+            measured = tick.top_energy_j if tick.ran_top else 0.0
+            self._top_measured.labels(device).inc(measured)
+            self._top_energy.labels(device).inc(tick.top_energy_j - measured)
             self._top_correction.labels(device).set(tick.top_correction)
         if tick.late_frames:
             self._misses.labels(device).inc(tick.late_frames)

@@ -22,8 +22,10 @@ class TickRecord:
     `power_w`: power over the tick (W). `energy_j`: energy used during this tick (J), not a
     running total. None: not measured this tick. `switched`: the decision changed the level.
     `top_energy_j`: the model's estimate of this tick's work at the top clock (J,
-    `govd.telemetry.savings`), uncorrected; `top_correction`: the factor the device's checks
-    found the model's estimates off by so far (`Savings.correction`). `late_frames`: frames
+    `govd.telemetry.savings`), uncorrected; `ran_top`: the tick ran the top clock, so that
+    estimate is the tick's measured energy, which no correction moves; `top_correction`: the
+    factor the device's checks found the model's estimates below the top off by so far
+    (`Savings.correction`). `late_frames`: frames
     over the deadline; `over_limit_units`: units slower than the slowdown limit allows;
     `slowdown`: the tick's mean slowdown against the model's top-clock time (0.05: 5 % slower;
     None: not judged). `mem_level_mhz`: the memory
@@ -42,6 +44,7 @@ class TickRecord:
     chosen_mhz: float | None = None
     _: KW_ONLY  # what follows is named at every call: a count list cannot land in a joule field
     top_energy_j: float | None = None
+    ran_top: bool = False
     top_correction: float = 1.0
     late_frames: float = 0.0
     over_limit_units: float = 0.0

@@ -40,14 +40,19 @@ def device_ticks(statuses: list[dict[str, Any]]) -> int:
 
 
 def settled_summaries(entries: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The summaries of whole intervals of governing: before the fault episode, and after the
-    first summary that follows it (that one spans the pause and the meter's restart, so it may
-    have no power or energy yet)."""
+    """The summaries of whole intervals of governing: before the fault episode, and after it
+    from the first summary whose level held still. The summaries until then span the pause,
+    the write that went through (a level switch) and the meter's and model's restart, so they
+    may have no power, energy or prediction yet. The episode's last warning can come a summary
+    or more before the write goes through (repeats are rate-limited): under load one such
+    summary, 511 MHz then 200 MHz, had no prediction."""
     kinds = [e.get("GOVD_WARNING_KIND") for e in entries]
     start, end = kinds.index("write"), len(kinds) - 1 - kinds[::-1].index("write")
     after = [i for i, e in enumerate(entries) if i > end and "GOVD_INTERVAL_S" in e]
+    still = [i for i in after[1:] if entries[i].get("GOVD_LEVEL_SWITCHES") == "0"]
+    first = still[0] if still else len(entries)
     return [e for i, e in enumerate(entries)
-            if "GOVD_INTERVAL_S" in e and (i < start or i > after[0])]
+            if "GOVD_INTERVAL_S" in e and (i < start or i >= first)]
 
 
 def test_info_summaries_carry_the_fields_with_the_status_files_values(run: Run) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import re
@@ -56,6 +57,10 @@ READY_WAIT_S = 300.0
 RESEARCH = {"measured-memory": "govd.research.measured:MeasuredMemory"}
 """Research designs the daemon does not ship, run here as a third party's policy would be."""
 _EXTRA_PATH: list[str] = []
+NEEDED = ("pydantic", "yaml", "numba")
+"""What `govd measure` and `govd run` import beyond what this script does: checked before the
+GPU is touched (an H200's image once lacked pydantic, and the loop failed only at its first
+sweep, after torch had started)."""
 
 
 def _slug(name: str) -> str:
@@ -99,6 +104,11 @@ def _start_work(work: str, seconds: float, phase_s: float, sock: Path | None,
     cmd += ["--socket", str(sock)] if sock else []
     cmd += ["--stats", str(stats)] if stats else []
     return subprocess.Popen(cmd, env=_env(), text=True)
+
+
+def _missing(names: tuple[str, ...] = NEEDED) -> list[str]:
+    """The modules among ``names`` this Python cannot import."""
+    return [name for name in names if importlib.util.find_spec(name) is None]
 
 
 def _offer_research(folder: Path, names: list[str]) -> None:
@@ -270,6 +280,12 @@ def main() -> int:
                         help="no GPU work (sleeps): checks the plumbing against a fake NVML")
     args = parser.parse_args()
     policies = list(dict.fromkeys(args.policies or ["energy"]))
+    missing = _missing()
+    if missing:
+        print(f"nvml_loop: govd needs {', '.join(missing)} in this Python ({sys.executable}): "
+              "install it or carry its wheels (.whl, bench/README.md); nothing run",
+              file=sys.stderr)
+        return 1
     global DRY
     DRY = args.dry
     try:

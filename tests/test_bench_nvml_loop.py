@@ -47,3 +47,15 @@ def test_only_research_designs_get_an_entry_point(tmp_path: Path,
     monkeypatch.setattr(nvml_loop, "_EXTRA_PATH", [])
     nvml_loop._offer_research(tmp_path, ["energy", "oracle"])
     assert nvml_loop._EXTRA_PATH == [] and not (tmp_path / "entry-points").exists()
+
+
+def test_a_python_without_govds_dependencies_is_refused_before_the_gpu_is_touched(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    real = nvml_loop.importlib.util.find_spec
+    monkeypatch.setattr(nvml_loop.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pydantic" else real(name, *a))
+    assert nvml_loop._missing() == ["pydantic"]
+    monkeypatch.setattr(nvml_loop, "discover_nvml", lambda: pytest.fail("touched the GPU"))
+    monkeypatch.setattr(sys, "argv", ["nvml_loop.py", "--dry"])
+    assert nvml_loop.main() == 1
+    assert "govd needs pydantic in this Python" in capsys.readouterr().err

@@ -19,7 +19,7 @@ from govd.custody.state_file import SavedState, save_state
 from govd.device.base import Reading
 from govd.device.devfreq import DevfreqDevice
 from govd.formats.sweep import read_sweep
-from govd.measure.sweep import FrameWork, Samples
+from govd.measure.sweep import FrameWork, MeasureError, Samples, SweepPlan, run_sweep
 from govd.sim.levels import level_table
 from tests.custody.test_state_file import dead_pid
 from tests.live_gpu import DEVICE, govd_env, start_sim, wait_for
@@ -179,6 +179,35 @@ def test_nvml_sweep_covers_core_and_memory_pairs_and_unlocks_the_clocks(
     assert not state.exists()
 
 
+def test_a_refused_memory_lock_is_found_before_the_sweep_and_each_clock_swept_once(
+        fake_lib_dir: Path, tmp_path: Path) -> None:
+    """The H200 of 27 Nov lists two memory clocks and refuses the memory lock: its sweeps were
+    planned over (core, memory) pairs, and recorded each pair's planned memory clock (2201 MHz)
+    where the GPU ran 3201 MHz. Settled first, the sweep covers the graphics clocks, once each."""
+    nvml: FakeNvml = one_gpu(fake_lib_dir, tmp_path, "ampere")
+    nvml.configure({"gpus": 1, "arch": "ampere", "root": 1, "fail.SetMemoryLockedClocks": 3})
+    out, state = tmp_path / "nvml.csv", tmp_path / "state.json"
+    got = nvml.report(f"""
+        import contextlib, io
+        from govd.cli import main
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said):
+            status = main(["measure", "--state-file", {str(state)!r}, "--settle-s", "0",
+                           "--config", {str(_config(tmp_path))!r},
+                           "--idle-s", "0.05", "--sample-ms", "10", "--runs", "1",
+                           "--every", "8", "-o", {str(out)!r},
+                           "--", sys.executable, "-c", "import time; time.sleep(0.02)"])
+        report(status=status, locks=fake_locks(), said=said.getvalue())
+    """)
+    assert got["status"] == 0, got["said"]
+    assert got["locks"] == [0, 0]
+    assert "NOT_SUPPORTED" in got["said"] and "graphics clock only" in got["said"]
+    sweep = read_sweep(out)
+    assert sweep.mem_levels_mhz is None
+    # every 8th of the 81 graphics clocks at the highest memory clock (the 81st is the top)
+    assert sweep.levels_mhz.tolist() == [210.0 + 15 * i for i in range(0, 81, 8)]
+
+
 GROWING = ("import pathlib, time; p = pathlib.Path({count!r}); n = int(p.read_text() or 0) "
            "if p.exists() else 0; p.write_text(str(n + 1)); time.sleep(0.05 + 0.05 * n)")
 """A workload that takes longer each time it runs: measured level after level, ascending, the
@@ -264,3 +293,36 @@ def test_frames_from_a_fast_application_are_read_for_the_whole_level_time() -> N
     units = work.measure(Device(), 0.01, lambda: False)  # type: ignore[arg-type]
     assert len(units) == 25 and time.monotonic() - started >= 0.3
     assert len(units[0][1].readings) >= 20
+
+
+def test_a_memory_lock_refused_mid_sweep_stops_it_rather_than_mislabel_the_pairs() -> None:
+    """Pairs swept after the memory lock was lost would be recorded at a memory clock nothing
+    set: the sweep stops with one line, and its caller restores the device."""
+    class Device:
+        name = "gpu0"
+        levels_mhz = np.array([300.0, 300.0, 600.0, 600.0])
+
+        def __init__(self) -> None:
+            self.mem_levels_mhz: np.ndarray | None = np.array([400.0, 800.0, 400.0, 800.0])
+            self.pairs: list[tuple[float, float]] = []
+
+        def set_pair(self, freq_mhz: float, mem_freq_mhz: float) -> None:
+            self.pairs.append((freq_mhz, mem_freq_mhz))
+            if len(self.pairs) == 2:  # NOT_SUPPORTED: the graphics clock alone from now on
+                self.mem_levels_mhz = None
+
+        def read(self) -> Reading:
+            return Reading(freq_mhz=self.pairs[-1][0])
+
+    class Work:
+        units = 1
+
+        def measure(self, device: object, sample_s: float,
+                    stop: object) -> list[tuple[float, Samples]]:
+            return [(10.0, _stepped_readings(50.0, 0.5, 0.0))]
+
+    device = Device()
+    with pytest.raises(MeasureError, match="memory clock's lock was refused"):
+        run_sweep(device, Work(), SweepPlan(settle_s=0.0, idle_s=0.0),  # type: ignore[arg-type]
+                  lambda: False)
+    assert device.pairs == [(300.0, 400.0), (300.0, 800.0)]

@@ -251,3 +251,46 @@ def test_a_failed_memory_reset_still_resets_the_graphics_lock_and_is_retried(
     assert got["after_first"] == [0, 405]  # graphics reset though memory's reset failed
     assert got["second"] == "ok"
     assert got["after_second"] == [0, 0]
+
+
+def test_settling_the_domains_finds_a_refused_memory_lock_before_any_level_is_planned(
+        nvml: FakeNvml) -> None:
+    """A GPU that lists two memory clocks and refuses the memory lock (the H200 of 27 Nov) is
+    found out by one write once in custody, not at the first pair a governor chose."""
+    got = nvml.report("""
+        (gpu,) = discover_nvml()
+        pairs = len(gpu.levels_mhz)
+        works = gpu.settle_domains()
+        locked = fake_locks()
+        gpu.restore()
+        unlocked = fake_locks()
+        fake_set("fail.SetMemoryLockedClocks", 3)  # NOT_SUPPORTED
+        (gpu,) = discover_nvml()
+        why = gpu.settle_domains()
+        report(pairs=pairs, works=works, locked=locked, unlocked=unlocked, why=why,
+               levels=len(gpu.levels_mhz), mems=gpu.mem_levels_mhz, refused=fake_locks(),
+               reason=gpu.controllable().reason)
+    """)
+    assert got["pairs"] == 81 + 54
+    assert got["works"] is None
+    assert got["locked"] == [0, 1215]  # the memory clock at its highest, graphics unlocked
+    assert got["unlocked"] == [0, 0]
+    assert "NOT_SUPPORTED" in got["why"] and got["why"] == got["reason"]
+    assert got["levels"] == 81 and got["mems"] is None
+    assert got["refused"] == [0, 0]
+
+
+def test_the_daemon_governs_the_graphics_clock_alone_where_the_memory_lock_is_refused(
+        nvml: FakeNvml) -> None:
+    nvml.configure({"arch": "ampere", "root": 1, "fail.SetMemoryLockedClocks": 3})
+    got = nvml.report(DAEMON.replace(
+        'if status.get("chosen_mem_mhz") is not None and "locks" not in seen:',
+        'if status.get("chosen_mhz") is not None and "locks" not in seen:').replace(
+        "report(code=code,", "report(levels=len(daemon.runners[0].governor.levels_mhz), "
+        "mems=daemon.runners[0].governor.mem_levels_mhz, code=code,"))
+    assert got["code"] == 0
+    assert got["levels"] == 81 and got["mems"] is None  # not the 135 listed pairs
+    assert got["locks"] == [210, 0]
+    assert got["status"][1] is None  # no memory clock chosen
+    assert got["status"][3] == 1215.0  # the memory clock read: its highest, unlocked
+    assert got["after"] == [0, 0]

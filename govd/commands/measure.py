@@ -185,6 +185,10 @@ def _sweep_in_custody(device: Device, work: Work, plan: SweepPlan, custody: Cust
         except (DeviceBusy, DeviceGone, StateFileError, DeviceError) as exc:
             _say(f"{exc}; nothing written")
             return 1
+        why = device.settle_domains()  # the levels a sweep plans on are those it can set
+        if why is not None:
+            _say(f"{device.name}: {why}")
+        plan = dataclasses.replace(plan, levels=_levels(device, args.every))
         table = run_sweep(device, work, plan, lambda: flags.stop is not None, _say)
         status = 0
     except Interrupted:

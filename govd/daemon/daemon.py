@@ -228,6 +228,10 @@ class Daemon:
         built = check_applicable(self.config, devices)
         # Before the first write: the state found goes to disk, so a crash loses nothing.
         self.custody.record(devices)
+        try:
+            built = [self._settled(b) for b in built]
+        except SetupError as exc:
+            raise StartError(str(exc)) from exc
         self.source = self._open_source()
         if self.config.metrics.enabled:
             self._start_metrics()
@@ -241,6 +245,25 @@ class Daemon:
             warm_up(b.governor, [b.settings.target, *b.settings.apps.values()])
         log.info("governing %s every %d ms", names, self.config.period_ms)
         self.notifier.ready(f"governing {names}")
+
+    def _settled(self, built: Built) -> Built:
+        """``built`` once its device's clock domains are known (`Device.settle_domains`, a write:
+        the device's state is saved first): its governor rebuilt on the levels left where the
+        device cannot set a domain it lists, rather than deciding among levels that run alike.
+        A settling write that fails is left to the runner's first write, which meets it
+        again. Raises SetupError where the rebuilt governor fails."""
+        device = built.device
+        try:
+            why = device.settle_domains()
+        except DeviceError as exc:
+            log.warning("%s: could not find out which clocks it lets govd set: %s", device.name,
+                        exc)
+            return built
+        if why is None:
+            return built
+        governor, settings = build_governor(self.config, device)
+        log.info("%s: governing %d levels: %s", device.name, governor.levels_mhz.size, why)
+        return Built(device, governor, settings)
 
     def _tell_source_the_devices(self) -> None:
         """The socket drops (and counts, and says) frames naming a device not governed."""
@@ -301,6 +324,8 @@ class Daemon:
                 self.custody.lock(device)
                 governor, settings = build_governor(self.config, device)
                 self.custody.record([device])
+                settled = self._settled(Built(device, governor, settings))
+                governor, settings = settled.governor, settled.settings
             except (DeviceBusy, SetupError, StateFileError, DeviceError, OSError) as exc:
                 log.error("%s: appeared but cannot be governed: %s", device.name, exc)
                 if not self.custody.holds(device.name):

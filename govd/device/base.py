@@ -144,6 +144,16 @@ class Device(ABC):
         a device with one clock domain (the default)."""
         raise NotSupported(f"{self.name}: one clock domain; no memory clock to set")
 
+    def settle_domains(self) -> str | None:
+        """Find out, by writing, whether every clock domain the device lists can be set, where
+        only a write tells (NVML lists memory clocks it may then refuse to lock). Called once the
+        device is in custody (its state saved, so `restore` puts the write back) and before a
+        governor or a sweep is planned on its levels: `levels_mhz` and `mem_levels_mhz` are
+        final afterwards. Returns why a domain cannot be set (its levels then drop it), None
+        when nothing changed (the default: a backend whose listing is what it can set). Raises
+        DeviceError when the write fails otherwise."""
+        return None
+
     def forget_applied(self) -> None:
         """Forget the setting govd last wrote, so that the next `set_level` / `set_pair` writes
         even when it asks for the same level: the device may have lost the setting (a driver

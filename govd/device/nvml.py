@@ -357,6 +357,23 @@ class NvmlDevice(Device):
                 raise
             done.append((domain, before))
 
+    def settle_domains(self) -> str | None:
+        """With two clock domains, lock the memory clock at its highest (what the driver runs
+        unlocked): a GPU that lists several memory clocks and refuses the lock as NOT_SUPPORTED
+        (the H200 of 27 Nov: 3201 and 2201 MHz listed) is governed by its graphics clock alone
+        from the start, rather than over pairs whose memory clock nothing sets. Found only at
+        the first `set_pair` instead, the pairs outlived the finding: a governor built on them
+        chose among pairs that ran alike, and `govd measure` recorded the planned memory clock
+        of each pair (2201 MHz) where the GPU ran 3201 MHz."""
+        if self._mem_levels is None:
+            return None
+        try:
+            self._lock("memory", int(self._mem_clocks[-1]))
+        except NotSupported as exc:
+            self._lose_memory_domain(exc)
+            return self._mem_note
+        return None
+
     def _roll_back(self, done: list[tuple[str, int | None]]) -> None:
         """Put back the locks of ``done`` (domain, lock before) after a later write failed."""
         for domain, before in reversed(done):

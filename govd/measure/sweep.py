@@ -226,6 +226,10 @@ def run_sweep(device: Device, work: Work, plan: SweepPlan, stop: StopCheck,
     counters: dict[str, FloatArray] = {}
     for column, index in enumerate(chosen):
         _set(device, core, mem, index)
+        if mem is not None and device.mem_levels_mhz is None:
+            raise MeasureError(
+                f"{device.name}: the memory clock's lock was refused in the sweep: the pairs "
+                "planned would be recorded at memory clocks nothing set; sweep again")
         _pause(plan.settle_s, stop)
         units = work.measure(device, plan.sample_s, stop)
         for row, (ms, samples) in enumerate(units):

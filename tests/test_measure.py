@@ -74,17 +74,21 @@ def test_command_sweep_covers_every_level_and_restores_the_devfreq_gpu(
     assert not (tmp_path / "state.json").exists()
 
 
-def test_frame_socket_sweep_records_the_frames_gpu_time(live, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_frame_socket_sweep_records_the_frames_gpu_time(live, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     root, frames = live
     out = tmp_path / "frames.csv"
     # the simulated GPU sends its frames to `frames`, which measure now listens on
     status = main(_measure_args(root, tmp_path, "--frames", str(frames), "--frames-per-level",
-                                "20", "--every", "4", "--idle-s", "0", "-o", str(out)))
+                                "20", "--every", "4", "--idle-s", "0.2", "-o", str(out)))
     assert status == 0
     sweep = read_sweep(out)
     assert sweep.units == 20 and sweep.levels_mhz.size == 3  # lowest, 5th, highest
     # the same game renders faster at a higher clock
     assert np.median(sweep.time_ms[:, 0]) > np.median(sweep.time_ms[:, -1])
+    # the game went on rendering through the idle window: what was read there is not idle
+    assert "idle_power_w" not in sweep.meta
+    assert sweep.meta["idle_power_note"].startswith("not measured: ")
+    assert "no idle power: " in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -390,7 +390,7 @@ class NvmlDevice(Device):
 
     def _lose_memory_domain(self, exc: NotSupported) -> None:
         """NVML refused the memory lock as NOT_SUPPORTED: govern the graphics clock only."""
-        log.warning("%s: %s; governing the graphics clock only", self.name, exc)
+        log.warning("%s; governing the graphics clock only", exc)  # exc names the GPU
         if self._applied["memory"] is not None:
             try:
                 self._reset("memory")

@@ -218,7 +218,10 @@ def run_sweep(device: Device, work: Work, plan: SweepPlan, stop: StopCheck,
     core = np.asarray(device.levels_mhz, dtype=np.float64)
     mem = device.mem_levels_mhz
     chosen = list(range(core.size)) if plan.levels is None else plan.levels
-    idle_w = _idle_power(device, core, mem, plan, stop)
+    idle_w, idle_frames = _idle_power(device, core, mem, plan, stop, work)
+    if idle_frames:
+        progress(f"no idle power: {idle_frames} frames arrived in the {plan.idle_s:g} s without "
+                 "work (the application kept the GPU busy); the table records none")
     n = work.units
     time_ms = np.empty((n, len(chosen)))
     power_w = np.empty_like(time_ms)
@@ -249,6 +252,9 @@ def run_sweep(device: Device, work: Work, plan: SweepPlan, stop: StopCheck,
     if math.isfinite(idle_w):
         meta["idle_power_w"] = f"{idle_w:.6g}"
         meta["idle_power_note"] = f"measured: {plan.idle_s:g} s at the lowest level, no work"
+    elif idle_frames:
+        meta["idle_power_note"] = (f"not measured: {idle_frames} frames arrived in the "
+                                   f"{plan.idle_s:g} s meant to be without work")
     return SweepTable(
         levels_mhz=core[chosen].copy(), time_ms=time_ms, power_w=power_w,
         mem_levels_mhz=None if mem is None else np.asarray(mem, dtype=np.float64)[chosen].copy(),
@@ -272,16 +278,24 @@ def _pause(seconds: float, stop: StopCheck) -> None:
 
 
 def _idle_power(device: Device, core: FloatArray, mem: FloatArray | None, plan: SweepPlan,
-                stop: StopCheck) -> float:
-    """Power at the lowest level with no work (W), NaN when `idle_s` is 0 or none is read."""
+                stop: StopCheck, work: Work) -> tuple[float, int]:
+    """Power at the lowest level with no work (W), NaN when `idle_s` is 0 or none is read; and
+    how many frames the frame socket received meanwhile. A command runs only at the levels, but
+    the frame socket's application runs as it likes: the H200's memory-bound step kept running
+    through its sweep's "idle" second (288.6 W, above the 281 W of its lowest level under
+    work). Where frames arrived the power is not idle power, and is NaN."""
     if plan.idle_s <= 0:
-        return math.nan
+        return math.nan, 0
     _set(device, core, mem, 0)
     _pause(plan.settle_s, stop)
+    frames = work.source if isinstance(work, FrameWork) else None
+    if frames is not None:
+        frames.drain()  # what came before the window
     samples = Samples()
     samples.add(device)
     deadline = time.monotonic() + plan.idle_s
     while time.monotonic() < deadline:
         _pause(plan.sample_s, stop)
         samples.add(device)
-    return samples.power_w()
+    arrived = len(frames.drain()) if frames is not None else 0
+    return (math.nan if arrived else samples.power_w()), arrived

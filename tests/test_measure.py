@@ -236,6 +236,26 @@ def test_a_sweep_of_work_that_changed_says_so_and_eval_says_it_again(
     assert "the work changed during the sweep" in evaluated.stderr
 
 
+def test_rounds_sweep_upwards_then_downwards_so_a_drift_spreads_over_every_level(
+        live, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root, _ = live
+    out = tmp_path / "sweep.csv"
+    workload = GROWING.format(count=str(tmp_path / "count"))
+    status = main(_measure_args(root, tmp_path, "--every", "4", "--idle-s", "0", "--runs", "1",
+                                "--rounds", "2", "-o", str(out),
+                                "--", sys.executable, "-c", workload))
+    assert status == 0
+    sweep = read_sweep(out)
+    assert sweep.units == 2 and sweep.levels_mhz.size == 3
+    up, down = sweep.time_ms  # the runs grew 50 ms each: 1st, 2nd, 3rd; then 6th, 5th, 4th
+    assert np.all(np.diff(up) > 0) and np.all(np.diff(down) < 0)
+    assert np.all(down > up.max())
+    assert sweep.meta["rounds"].startswith("2: levels swept upwards then downwards")
+    said = capsys.readouterr().err
+    assert "round 2/2, level 3/3" in said
+    assert "the work changed during the sweep" not in said  # the drift is every level's
+
+
 def test_idle_power_above_the_loaded_power_is_said(tmp_path: Path,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     table = tmp_path / "t.csv"

@@ -77,6 +77,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="device reading interval while the work runs (ms)")
     parser.add_argument("--idle-s", type=_non_negative, default=1.0,
                         help="seconds of idle power at the lowest level before the sweep (0: none)")
+    parser.add_argument("--rounds", type=_positive_int, default=1,
+                        help="sweep the levels this many times, upwards then downwards in "
+                             "turn, so that a drift of the work or of the GPU's temperature "
+                             "spreads over every level")
     parser.add_argument("--every", type=_positive_int, default=1,
                         help="sweep every k-th level (always the lowest and the highest)")
     parser.add_argument("-o", "--output", required=True, type=Path, help="sweep table to write")
@@ -129,11 +133,11 @@ def measure(args: argparse.Namespace) -> int:
     if not ok.ok:
         raise UsageError(f"{device.name}: cannot be governed: {ok.reason}")
     plan = SweepPlan(settle_s=args.settle_s, sample_s=args.sample_ms / 1000.0,
-                     idle_s=args.idle_s, levels=_levels(device, args.every))
-    units = args.runs if command else args.frames_per_level
+                     idle_s=args.idle_s, levels=_levels(device, args.every), rounds=args.rounds)
+    units = (args.runs if command else args.frames_per_level) * args.rounds
     if units * len(plan.levels or ()) > MAX_CELLS:
         raise UsageError(f"{units} units x {len(plan.levels or ())} levels is more than "
-                         f"{MAX_CELLS} measurements; sweep fewer units or use --every")
+                         f"{MAX_CELLS} measurements; sweep fewer units or rounds, or use --every")
     base = _configured_state_file(args)
     state_file = args.state_file or measure_state_file(base, device.name)
     work: Work

@@ -209,6 +209,11 @@ class SweepPlan:
     idle_s: float = 1.0
     levels: list[int] | None = None
     """Indices of the device's levels to sweep (all when None)."""
+    rounds: int = 1
+    """Times the levels are swept, upwards then downwards in turn; each level's units are its
+    rounds' units, in the order the rounds ran. A work or a GPU that drifts over the sweep (a
+    training step 3.7-6.2 % slower from one minute to the next at one clock, on the H200 of 27
+    Nov) then drifts over every level alike instead of reading as the clock's effect."""
 
 
 def run_sweep(device: Device, work: Work, plan: SweepPlan, stop: StopCheck,
@@ -223,32 +228,41 @@ def run_sweep(device: Device, work: Work, plan: SweepPlan, stop: StopCheck,
         progress(f"no idle power: {idle_frames} frames arrived in the {plan.idle_s:g} s without "
                  "work (the application kept the GPU busy); the table records none")
     n = work.units
-    time_ms = np.empty((n, len(chosen)))
+    time_ms = np.empty((n * plan.rounds, len(chosen)))
     power_w = np.empty_like(time_ms)
     busy = np.empty_like(time_ms)
     counters: dict[str, FloatArray] = {}
-    for column, index in enumerate(chosen):
-        _set(device, core, mem, index)
-        if mem is not None and device.mem_levels_mhz is None:
-            raise MeasureError(
-                f"{device.name}: the memory clock's lock was refused in the sweep: the pairs "
-                "planned would be recorded at memory clocks nothing set; sweep again")
-        _pause(plan.settle_s, stop)
-        units = work.measure(device, plan.sample_s, stop)
-        for row, (ms, samples) in enumerate(units):
-            time_ms[row, column] = ms
-            power_w[row, column] = samples.power_w()
-            busy[row, column] = samples.busy()
-            for name, value in samples.counters().items():
-                counters.setdefault(name, np.full(time_ms.shape, np.nan))[row, column] = value
-        running = device.read().freq_mhz
-        progress(f"level {column + 1}/{len(chosen)}: asked {core[index]:g} MHz, "
-                 f"running {running:g} MHz, {np.median(time_ms[:, column]):.3g} ms, "
-                 f"{np.nanmedian(power_w[:, column]):.3g} W")
+    for round_index in range(plan.rounds):
+        columns = list(enumerate(chosen))
+        if round_index % 2:
+            columns.reverse()
+        rows = slice(round_index * n, (round_index + 1) * n)
+        for done, (column, index) in enumerate(columns):
+            _set(device, core, mem, index)
+            if mem is not None and device.mem_levels_mhz is None:
+                raise MeasureError(
+                    f"{device.name}: the memory clock's lock was refused in the sweep: the "
+                    "pairs planned would be recorded at memory clocks nothing set; sweep again")
+            _pause(plan.settle_s, stop)
+            units = work.measure(device, plan.sample_s, stop)
+            for row, (ms, samples) in enumerate(units, start=rows.start):
+                time_ms[row, column] = ms
+                power_w[row, column] = samples.power_w()
+                busy[row, column] = samples.busy()
+                for name, value in samples.counters().items():
+                    counters.setdefault(name, np.full(time_ms.shape, np.nan))[row, column] = value
+            running = device.read().freq_mhz
+            step = (f"round {round_index + 1}/{plan.rounds}, " if plan.rounds > 1 else "")
+            progress(f"{step}level {done + 1}/{len(chosen)}: asked {core[index]:g} MHz, "
+                     f"running {running:g} MHz, {np.median(time_ms[rows, column]):.3g} ms, "
+                     f"{np.nanmedian(power_w[rows, column]):.3g} W")
     if not np.all(np.isfinite(power_w)):
         raise MeasureError(f"{device.name}: reports neither energy nor power; nothing to record")
     meta = {"source": "govd measure", "device": device.name, "backend": device.backend,
             **work.describe(), "settle_s": f"{plan.settle_s:g}", "sample_s": f"{plan.sample_s:g}"}
+    if plan.rounds > 1:
+        meta["rounds"] = (f"{plan.rounds}: levels swept upwards then downwards in turn, each "
+                          f"level's {n} units per round in the order the rounds ran")
     if math.isfinite(idle_w):
         meta["idle_power_w"] = f"{idle_w:.6g}"
         meta["idle_power_note"] = f"measured: {plan.idle_s:g} s at the lowest level, no work"

@@ -16,16 +16,19 @@ they are absent; nothing read here is written into govd):
   table, one iteration per unit; only the files whose clocks are absolute MHz (the others give
   offsets from defaults the files do not state).
 - `h200-phased`, `h200-phased-fine`: govd's own sweeps of a real H200 (``bench/results/sweep-
-  nvidia-h200-{train,stream}-27nov.csv``, `bench/nvml_loop.py`, 27 Nov): a transformer's
-  training step and a memory-bound step, each measured 25 times at 29 graphics clocks (every
-  8th of the 110, the lowest and the highest), alternating every 100 units as the live job
-  alternates them every 5 s. A unit is ~50 ms of one work: the sum of as many of its measured
-  steps as fill 50 ms at the top clock, each drawn from that level's 25 (real unit noise, no
-  noise added), power and counters their mean. The driver runs HBM at 3201 MHz at the top
-  graphics clock and at 2201 MHz below it, so the top level is faster than any curve through
-  the others says: a real GPU's fact the tables from ``shared/`` do not hold. `-fine` carries
-  each unit onto the GPU's own 15 MHz grid (110 clocks) as `fine_grid` does. These files are
-  committed with govd's results (not in ``shared/``): they are skipped where absent.
+  nvidia-h200-{train,stream}-rounds.csv``, `bench/nvml_loop.py --every 4 --rounds 2
+  --level-s 1.5 --sweeps-only`, 27 Nov): a transformer's training step and a memory-bound step,
+  each measured 50 times at 29 graphics clocks (every 4th of the 110 and the highest: 25 steps
+  per clock climbing, 25 descending, so that the steps' drift falls on every clock alike),
+  alternating every 100 units as the live job alternates them every 5 s. A unit is ~50 ms of
+  one work: the sum of as many of its measured steps as fill 50 ms at the top clock, each drawn
+  from that level's 50 (real unit noise, no noise added), power and counters their mean. The
+  training step's own noise is large (the two rounds' medians differ by up to 9 % at one
+  clock), so its curve is not monotone near the top: a real GPU's fact the tables from
+  ``shared/`` do not hold. `-fine` carries each unit onto the GPU's own 15 MHz grid (110 clocks)
+  as `fine_grid` does. These files are committed with govd's results (not in ``shared/``): they
+  are skipped where absent. (Until 27 Nov's second session the rows came from one upward sweep
+  of the first loop run, ``*-27nov.csv``, 25 steps per clock.)
 - the game suite: `govd.sim` scenarios at 60 FPS on the calibrated mobile levels (6) and on the
   same fitted model sampled at 100 evenly spaced clocks (`fine_level_table`).
 """
@@ -55,7 +58,7 @@ SYNERGY_SKIP = {"kernel-name", "size", "num-iters", "core-freq", "memory-freq",
                 "kernel-time [s]", "run-time [s]", "mean-energy [J]", "max-energy [J]",
                 "mean-edp", "mean-ed2p", "max-edp", "max-ed2p"}
 """SYnergy columns that are no counter (the rest: the kernel's static instruction mix)."""
-H200_SWEEPS = ("sweep-nvidia-h200-train-27nov.csv", "sweep-nvidia-h200-stream-27nov.csv")
+H200_SWEEPS = ("sweep-nvidia-h200-train-rounds.csv", "sweep-nvidia-h200-stream-rounds.csv")
 """govd's sweeps of the two works of the phased job on a real H200 (bench/results)."""
 H200_PHASE_UNITS = 100
 """The live job's 5 s phases at 50 ms units."""

@@ -16,6 +16,10 @@
    the run ``govd-NAME``. A research design of `govd.research` (``measured-memory``) is offered
    to the daemon as a plugin would be, through an entry point written into ``--work-dir``.
 
+``--rounds N`` sweeps each work N times up and down (`govd measure --rounds`);
+``--sweeps-only`` stops after the sweeps (``nvml-sweeps-<gpu>.json``: their files and the fixed
+clock they give).
+
 Writes ``nvml-loop-<gpu>.json`` (and the sweeps and the trace) into ``--out``: per run and work,
 steps, median step time and energy per step from the NVML energy counter, and govd's slowdown
 and energy against ``default``. Every device is restored on every way out (govd's own custody
@@ -157,7 +161,8 @@ state_file: {folder / 'state.json'}
 
 
 def sweep(work: str, device: NvmlDevice, folder: Path, out: Path, every: int,
-          frames: int, config: Path) -> tuple[Path, float]:
+          frames: int, config: Path, rounds: int = 1, level_s: float = 2.0
+          ) -> tuple[Path, float]:
     """`govd measure` under one work; the sweep table's path and the wall time it took."""
     sock = folder / f"measure-{work}.sock"
     table = out / f"sweep-{_slug(device.product)}-{work}.csv"
@@ -168,6 +173,7 @@ def sweep(work: str, device: NvmlDevice, folder: Path, out: Path, every: int,
         subprocess.run([sys.executable, "-m", "govd", "measure", "--device", device.name,
                         "--frames", str(sock), "--frames-per-level", str(frames),
                         "--every", str(every), "--settle-s", "0.3", "--idle-s", "1",
+                        "--rounds", str(rounds), "--level-s", f"{level_s:g}",
                         "--config", str(config),
                         "-o", str(table)], env=_env(), check=True, timeout=300)
         return table, time.monotonic() - start
@@ -276,6 +282,12 @@ def main() -> int:
     parser.add_argument("--policy", action="append", dest="policies", metavar="NAME",
                         help="the daemon's policy for a governed run (repeat for several; "
                         "default energy)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="`govd measure --rounds`: sweeps up then down in turn")
+    parser.add_argument("--level-s", type=float, default=2.0,
+                        help="`govd measure --level-s`: seconds read per level and round")
+    parser.add_argument("--sweeps-only", action="store_true",
+                        help="stop after the two sweeps and the fixed clock they give")
     parser.add_argument("--dry", action="store_true",
                         help="no GPU work (sleeps): checks the plumbing against a fake NVML")
     args = parser.parse_args()
@@ -305,7 +317,7 @@ def main() -> int:
     counters = sorted(device.read().counters)
     _offer_research(args.work_dir, policies)
     configs = [_config(args.work_dir, counters, policy_name=name) for name in policies]
-    prewarm = _prewarm(configs[0], np.unique(device.levels_mhz))
+    prewarm = None if args.sweeps_only else _prewarm(configs[0], np.unique(device.levels_mhz))
     report: dict[str, Any] = {
         "gpu": device.product, "levels": int(device.levels_mhz.size),
         "levels_mhz": [float(device.levels_mhz.min()), float(device.levels_mhz.max())],
@@ -316,10 +328,11 @@ def main() -> int:
     tables = []
     for work in WORKS:
         path, took = sweep(work, device, args.work_dir, args.out, args.every, args.frames,
-                           configs[0])
+                           configs[0], args.rounds, args.level_s)
         tables.append(read_sweep(path))
         report[f"sweep_{work}"] = {"file": path.name, "wall_s": round(took, 1)}
-    report["prewarm_exit"] = prewarm.wait(600)
+    if prewarm is not None:
+        report["prewarm_exit"] = prewarm.wait(600)
     joined = _joined(tables)
     target = Target(max_slowdown=SLOWDOWN)
     idle_w = joined.idle_power_w
@@ -327,6 +340,11 @@ def main() -> int:
     static = static_reference_level(joined, target, idle_w)
     fixed_mhz = float(joined.levels_mhz[static])
     report["fixed_mhz"] = fixed_mhz
+    if args.sweeps_only:
+        out = args.out / f"nvml-sweeps-{_slug(device.product)}.json"
+        out.write_text(json.dumps(report, indent=1) + "\n")
+        print(f"nvml_loop: wrote {out} (the sweeps only)")
+        return 0
     runs: dict[str, Any] = {}
     kinds = ["default", "fixed", *(_kind(name) for name in policies)]
     for kind in kinds:

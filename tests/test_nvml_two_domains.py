@@ -294,3 +294,40 @@ def test_the_daemon_governs_the_graphics_clock_alone_where_the_memory_lock_is_re
     assert got["status"][1] is None  # no memory clock chosen
     assert got["status"][3] == 1215.0  # the memory clock read: its highest, unlocked
     assert got["after"] == [0, 0]
+
+
+def test_a_gpu_that_appears_and_cannot_be_governed_after_settling_is_put_back(
+        nvml: FakeNvml) -> None:
+    """Settling writes to the GPU after its state is recorded: a governor that then cannot be
+    built leaves the GPU as it was found, let go, not held with a closed handle."""
+    nvml.configure({"arch": "ampere", "root": 1, "fail.SetMemoryLockedClocks": 3})
+    got = nvml.report("""
+        import tempfile
+        from pathlib import Path
+        from govd.conf.schema import Config
+        from govd.daemon import daemon as daemon_module
+        from govd.daemon.daemon import Daemon, Options
+        from govd.daemon.governed import SetupError
+
+        work = Path(tempfile.mkdtemp())
+        config = Config.model_validate({"state_file": str(work / "state.json")})
+        daemon = Daemon(Options(config, sysfs_root=work, rescan_s=0))
+        (gpu,) = discover_nvml()
+        daemon._watch.new_devices = lambda config, now_s: [gpu]
+        built = daemon_module.build_governor
+        calls = []
+
+        def build_once(config, device):
+            calls.append(len(device.levels_mhz))
+            if len(calls) > 1:
+                raise SetupError(f"{device.name}: no governor this time")
+            return built(config, device)
+
+        daemon_module.build_governor = build_once
+        daemon._take_new(0.0)
+        report(calls=calls, runners=len(daemon.runners), held=daemon.custody.holds(gpu.name),
+               locked=daemon.custody.locks.holds(gpu.name), locks=fake_locks())
+    """)
+    assert got["calls"] == [81 + 54, 81]  # the listed pairs, then the graphics clocks left
+    assert got["runners"] == 0 and got["held"] is False and got["locked"] is False
+    assert got["locks"] == [0, 0]

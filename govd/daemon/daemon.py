@@ -328,7 +328,13 @@ class Daemon:
                 governor, settings = settled.governor, settled.settings
             except (DeviceBusy, SetupError, StateFileError, DeviceError, OSError) as exc:
                 log.error("%s: appeared but cannot be governed: %s", device.name, exc)
-                if not self.custody.holds(device.name):
+                if self.custody.holds(device.name):  # recorded, and maybe written by settling
+                    problem = self.custody.hand_back(device)
+                    if problem is not None:  # still held: the stop puts it back through it
+                        log.error("%s: could not be put back: %s; kept for `govd restore`",
+                                  device.name, problem)
+                        continue
+                else:
                     self.custody.locks.release(device.name)
                 close_device(device)
                 continue

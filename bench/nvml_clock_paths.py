@@ -21,7 +21,10 @@ Per (way, clock, work): the steps run, median step time, energy per step (the NV
 counter), and the graphics and memory clocks read after every step. The rounds interleave the
 cells so that a drift of the GPU's temperature spreads over all of them. A way NVML refuses is
 recorded with its error and skipped. Both locks and the application clocks are reset before
-every cell and on every way out (an exception, SIGTERM, SIGINT). Writes
+every cell and on every way out (an exception, SIGTERM, SIGINT), and application clocks someone
+had set are put back; a lock someone had set is lost (NVML cannot read it back, as for govd's
+own backend). It writes to the GPU outside govd's custody: run it on a GPU nothing else
+governs, and after a SIGKILL put the clocks back with ``nvidia-smi -rgc -rac``. Writes
 ``nvml-clock-paths-<gpu>.json`` into ``--out``. Exits 0 with a message when there is no NVIDIA
 GPU, no root or no CUDA torch. ``--dry`` runs sleeps instead of GPU work (against
 tests/fake_nvml).
@@ -91,6 +94,31 @@ def reset(handle: Any) -> list[str]:
                 failed.append(f"{name}: {_error(exc)}")
         except AttributeError as exc:  # an nvidia-ml-py without the call
             failed.append(f"{name}: {_error(exc)}")
+    return failed
+
+
+def found_applications(handle: Any) -> tuple[int, int] | None:
+    """The application clocks (memory, graphics) in force before the bench, where someone set
+    them away from the defaults (None: at the defaults, or NVML cannot say)."""
+    try:
+        now = tuple(int(pynvml.nvmlDeviceGetApplicationsClock(handle, c))
+                    for c in (pynvml.NVML_CLOCK_MEM, pynvml.NVML_CLOCK_GRAPHICS))
+        default = tuple(int(pynvml.nvmlDeviceGetDefaultApplicationsClock(handle, c))
+                        for c in (pynvml.NVML_CLOCK_MEM, pynvml.NVML_CLOCK_GRAPHICS))
+    except (pynvml.NVMLError, AttributeError):
+        return None
+    return None if now == default else (now[0], now[1])
+
+
+def put_back(handle: Any, found: tuple[int, int] | None) -> list[str]:
+    """`reset`, then the application clocks found (`found_applications`) set again: NVML cannot
+    read a graphics lock back, so a lock found is lost, as with govd's own backend."""
+    failed = reset(handle)
+    if found is not None:
+        try:
+            pynvml.nvmlDeviceSetApplicationsClocks(handle, *found)
+        except pynvml.NVMLError as exc:
+            failed.append(f"application clocks {found[0]}/{found[1]} MHz: {_error(exc)}")
     return failed
 
 
@@ -249,6 +277,7 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    found = found_applications(handle)
     cells: list[dict[str, Any]] = []
     hbm: list[dict[str, Any]] = []
     refused: dict[str, str] = {}
@@ -283,7 +312,7 @@ def main() -> int:
                           f"{cell['j_per_step']:8.3f} J  at {cell['graphics_mhz']:.0f}/"
                           f"{cell['mem_mhz']:.0f} MHz", flush=True)
     finally:
-        left = reset(handle)
+        left = put_back(handle, found)
         pynvml.nvmlShutdown()
     rows = summary(cells)
     for row in rows:

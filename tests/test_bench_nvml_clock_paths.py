@@ -59,3 +59,24 @@ def test_a_dry_run_skips_the_refused_ways_and_leaves_the_gpu_unlocked(tmp_path: 
     assert locked == {f: float(f) for f in got["clocks_mhz"]}
     state = nvml.state()
     assert state.get("gpu0.lock_max", "0") == "0" and state.get("gpu0.mem_lock_max", "0") == "0"
+
+
+def test_application_clocks_someone_set_are_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    pynvml = nvml_clock_paths.pynvml
+    calls: list[tuple[str, tuple[object, ...]]] = []
+    now = {pynvml.NVML_CLOCK_MEM: 2201, pynvml.NVML_CLOCK_GRAPHICS: 1410}
+    default = {pynvml.NVML_CLOCK_MEM: 3201, pynvml.NVML_CLOCK_GRAPHICS: 1980}
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetApplicationsClock", lambda h, c: now[c])
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetDefaultApplicationsClock", lambda h, c: default[c])
+    for name in ("nvmlDeviceResetGpuLockedClocks", "nvmlDeviceResetMemoryLockedClocks",
+                 "nvmlDeviceResetApplicationsClocks", "nvmlDeviceSetApplicationsClocks"):
+        monkeypatch.setattr(pynvml, name, lambda *a, n=name: calls.append((n, a[1:])))
+    found = nvml_clock_paths.found_applications(object())
+    assert found == (2201, 1410)
+    assert nvml_clock_paths.put_back(object(), found) == []
+    assert calls[-1] == ("nvmlDeviceSetApplicationsClocks", (2201, 1410))  # after the resets
+    assert [n for n, _ in calls[:3]] == ["nvmlDeviceResetGpuLockedClocks",
+                                        "nvmlDeviceResetMemoryLockedClocks",
+                                        "nvmlDeviceResetApplicationsClocks"]
+    now.update(default)
+    assert nvml_clock_paths.found_applications(object()) is None  # at the defaults

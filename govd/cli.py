@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from govd import __version__
+from govd.custody.signals import held_stops
 from govd.errors import UsageError
 
 COMMANDS: dict[str, str] = {
@@ -59,10 +60,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in args_list if not a.startswith("-")), None)
     try:
-        # Inside the try: Ctrl-C while the command's module imports (numba, pydantic: the
-        # first fraction of a second) ends quietly too.
-        parser = build_parser(command)
-        args = parser.parse_args(args_list)
+        # Ctrl-C while the command's module imports (numba, pydantic: the first fraction of a
+        # second) is held until they have imported, then raised again: it ends quietly too.
+        with held_stops():
+            parser = build_parser(command)
+            args = parser.parse_args(args_list)
         func = getattr(args, "func", None)
         if func is None:
             parser.print_help()

@@ -35,6 +35,16 @@ def run_daemon(args: argparse.Namespace) -> int:
         raise UsageError(f"--record {args.record}: its folder does not exist")
     if args.report is not None or args.no_frames:
         raise UsageError("--report and --no-frames only apply to --sim")
+    from govd.custody.signals import held_stops
+
+    # A stop while the daemon's modules import and its configuration is read is held for the
+    # daemon's signal flags: it stops before taking any device (`held_stops`).
+    with held_stops():
+        return _govern(args)
+
+
+def _govern(args: argparse.Namespace) -> int:
+    """The daemon proper: `run_daemon` without ``--sim``."""
     from govd.custody.state_file import StateFileError
     from govd.daemon.daemon import Daemon, Options, StartError
     from govd.daemon.governed import SetupError

@@ -188,6 +188,10 @@ class Daemon:
         begun = time.monotonic()
         signals = SignalFlags()
         try:
+            if signals.stop is not None:  # held while govd started: no device is taken yet
+                log.info("signal %d during start-up: stopping before any device is taken",
+                         signals.stop)
+                return 0
             self._start()
             # Start-up leaves ~120 000 objects (numba, pydantic) that a full collection scans
             # in ~40 ms, most of a tick: the cause of the loop's rare lost ticks. None of them

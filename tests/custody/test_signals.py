@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 
-from govd.custody.signals import SignalFlags
+import pytest
+
+from govd.custody.signals import SignalFlags, held_stops
 
 
 def test_wait_ends_when_the_watched_fd_is_readable_and_says_so() -> None:
@@ -32,3 +35,38 @@ def test_wait_watches_several_fds_and_names_those_readable() -> None:
         flags.close()
         for fd in (first, first_w, second, second_w):
             os.close(fd)
+
+
+def test_a_stop_while_held_is_raised_again_when_the_hold_ends() -> None:
+    """Ctrl-C while govd's modules import is not raised there (a KeyboardInterrupt in a
+    finalizer run by an import was lost, and the daemon ran on), but once they have."""
+    reached = []
+    with pytest.raises(KeyboardInterrupt), held_stops():
+        signal.raise_signal(signal.SIGINT)
+        reached.append("after the signal")
+    assert reached == ["after the signal"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_signal_flags_built_while_held_take_the_stop_over() -> None:
+    with held_stops():
+        os.kill(os.getpid(), signal.SIGTERM)
+        flags = SignalFlags()
+        try:
+            assert flags.stop == signal.SIGTERM
+        finally:
+            flags.close()
+    # taken over: nothing raised at the end of the block, and the handlers are those found
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_signal_ignored_before_is_left_ignored_while_held() -> None:
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with held_stops():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            signal.raise_signal(signal.SIGINT)  # ignored, as before the block
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -8,6 +8,8 @@ which is polled once per tick: the condition is what the test waits for, never a
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import tempfile
 from collections.abc import Callable, Iterator
@@ -18,6 +20,7 @@ import pytest
 
 from govd.conf.schema import Config
 from govd.custody.custody import restore_custody
+from govd.custody.signals import held_stops
 from govd.daemon.daemon import Daemon, Options, StartError, frames_for
 from govd.daemon.device_runner import DeviceRunner
 from govd.device.devfreq import DevfreqDevice
@@ -535,3 +538,18 @@ def test_state_file_written_under_a_relative_sysfs_root_can_be_restored_after_a_
     monkeypatch.chdir("/")  # `govd restore` runs from anywhere
     assert _restored(short_dir / "state.json") == (1, [])
     assert (mali / "governor").read_text().strip() == "simple_ondemand"
+
+
+def test_a_stop_held_while_the_daemon_started_takes_no_device(short_dir):
+    """SIGTERM before the daemon's flags were installed (while its modules imported) is held
+    for them: the daemon stops before taking the GPU, which it leaves as it was."""
+    root = short_dir / "sys"
+    mali_panfrost(root, governor="simple_ondemand")
+    governor = root / f"devices/platform/{MALI}/devfreq/{MALI}/governor"
+    daemon = Daemon(Options(config(short_dir), sysfs_root=root))
+    with held_stops():
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert daemon.run() == 0
+    assert governor.read_text().strip() == "simple_ondemand"
+    assert daemon.runners == []
+    assert not (short_dir / "state.json").exists()

@@ -47,6 +47,27 @@ def test_hysteresis_keeps_a_feasible_running_level_unless_the_saving_is_real() -
     assert EnergyPolicy(hysteresis=0.02).decide(v) == 2
 
 
+def test_hysteresis_never_holds_a_level_slower_and_dearer_than_the_fastest() -> None:
+    """A probe one level below the top of a 15 MHz grid, predicted 1.5 % dearer than the top
+    once it ran, was kept by the 2 % hysteresis for a whole run (the H200 rows of
+    bench_decisions.py: 5 % of units over a 10 % limit, more energy than the top)."""
+    slowdown = Target(max_slowdown=0.10)
+    for spread in (False, True):  # the seed form's choice, and the measured spread's
+        make = (lambda t, e, c: _spread_view(t, e, [0.005] * 4, c, slowdown)) if spread else (
+            lambda t, e, c: view(t, e, current=c, target=slowdown))
+        dearer = make([1.3, 1.2, 1.01, 1.0], [1.1, 1.05, 1.015, 1.0], 2)
+        assert EnergyPolicy(hysteresis=0.02, probe_ticks=0).decide(dearer) == 3
+        # a cheaper running level, or one the winner beats by less than the hysteresis
+        # where the winner is not the fastest, is still held
+        cheaper = make([1.3, 1.2, 1.01, 1.0], [1.1, 1.05, 0.995, 1.0], 2)
+        assert EnergyPolicy(hysteresis=0.02, probe_ticks=0).decide(cheaper) == 2
+        near = make([1.3, 1.05, 1.01, 1.0], [1.1, 0.99, 1.0, 1.02], 2)
+        assert EnergyPolicy(hysteresis=0.02, probe_ticks=0).decide(near) == 2
+    # under a frame deadline too
+    v = view([30, 18, 12, 10], [5, 9, 7.1, 7.0], current=2)
+    assert EnergyPolicy(hysteresis=0.02).decide(v) == 3
+
+
 def test_fastest_allowed_level_when_nothing_is_feasible_or_model_not_ready() -> None:
     assert EnergyPolicy().decide(view([40, 35, 30, 25], [1, 2, 3, 4], hi=2)) == 2
     assert EnergyPolicy().decide(view([1, 1, 1, 1], [1, 2, 3, 4], ready=False)) == 3

@@ -5,7 +5,9 @@ safety margin, fits the deadline 1000/fps ms; with a slowdown target, when it is
 (1 + max_slowdown) of the predicted time at the fastest level. Among feasible levels the one
 with the least predicted energy (busy + idle until the deadline) wins; the running level is
 kept unless the winner saves more than ``hysteresis`` of its energy, so the choice does not
-flap on noise. Nothing feasible, or a model not yet ready: the fastest allowed level.
+flap on noise, but never where the winner is the fastest allowed level and the running level
+is predicted dearer: a level slower and dearer than full speed is worth nothing. Nothing
+feasible, or a model not yet ready: the fastest allowed level.
 
 Safety margins come from how well the model knows each level. A model whose spread comes from
 ratios measured between levels (the scaling form: `Predictions.spread_from_pairs`; its
@@ -418,10 +420,22 @@ class EnergyPolicy:
             best_mj < math.inf
             and view.lo <= current <= view.hi
             and time_ms[current] <= limit_ms
-            and energy_mj[current] <= best_mj * (1.0 + self.hysteresis)
+            and self._holds(float(energy_mj[current]), best_mj, best == hi)
         ):
             return current
         return best
+
+    def _holds(self, held: float, best: float, best_is_fastest: bool) -> bool:
+        """Whether the running level, at ``held`` (its predicted energy, or cost), is kept
+        against the winner at ``best``: unless the winner saves more than ``hysteresis`` of
+        it, and never where the winner is the fastest allowed level and the running level
+        costs more. A level slower and dearer than full speed is worth nothing: on a 15 MHz
+        grid a probe one level below the top, predicted 1.5 % dearer than the top after it ran,
+        was held by the hysteresis for a whole run (the H200 rows of `bench_decisions.py`:
+        5 % of units over a 10 % limit, more energy than the top)."""
+        if best_is_fastest and held > best:
+            return False
+        return held <= best * (1.0 + self.hysteresis)
 
     def _deadline_margin(self, view: Outlook) -> float:
         """The derived spread's margin under a frame deadline: ``margin``, grown to
@@ -467,7 +481,7 @@ class EnergyPolicy:
         best_mj = float(e[best - lo])
         current = view.current
         if (lo <= current <= hi and ok[current - lo]
-                and energy_mj[current] <= best_mj * (1.0 + self.hysteresis)):
+                and self._holds(float(energy_mj[current]), best_mj, best == hi)):
             return current
         return best
 
@@ -511,7 +525,7 @@ class EnergyPolicy:
         best = int(np.argmin(cost))
         current = view.current - lo
         if (0 <= current < cost.size and np.isfinite(cost[current])
-                and cost[current] <= cost[best] * (1.0 + self.hysteresis)):
+                and self._holds(float(cost[current]), float(cost[best]), best == cost.size - 1)):
             best = current
         self._price = min(max(self._price + PRICE_RATE * (float(chance[best])
                                                           - self.miss_budget), 0.0), MAX_PRICE)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 
 import pytest
 
@@ -37,6 +38,21 @@ def test_wait_watches_several_fds_and_names_those_readable() -> None:
             os.close(fd)
 
 
+@pytest.fixture
+def default_stops() -> Iterator[None]:
+    """Python's own handlers for SIGINT and SIGTERM, as in a `govd` process started from a
+    terminal (a pytest-xdist worker ignores SIGINT), put back as found afterwards."""
+    found = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        for signum, handler in found.items():
+            signal.signal(signum, handler)
+
+
+@pytest.mark.usefixtures("default_stops")
 def test_a_stop_while_held_is_raised_again_when_the_hold_ends() -> None:
     """Ctrl-C while govd's modules import is not raised there (a KeyboardInterrupt in a
     finalizer run by an import was lost, and the daemon ran on), but once they have."""
@@ -48,6 +64,7 @@ def test_a_stop_while_held_is_raised_again_when_the_hold_ends() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+@pytest.mark.usefixtures("default_stops")
 def test_signal_flags_built_while_held_take_the_stop_over() -> None:
     with held_stops():
         os.kill(os.getpid(), signal.SIGTERM)

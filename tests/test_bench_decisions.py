@@ -151,3 +151,17 @@ def test_against_refuses_to_overwrite_its_report_and_reads_a_bad_one_clearly(
                              capture_output=True, text=True, timeout=120)
         assert run.returncode == 2 and "--energy-param" in run.stderr
         assert "Traceback" not in run.stderr
+
+
+def test_only_game_tables_are_judged_at_the_frame_rate_alone(tmp_path: Path) -> None:
+    """``--only`` naming game tables alone runs them (it used to say there was no measured
+    data and measure nothing); the game suite is simulated, so no measured data is needed."""
+    out = tmp_path / "games.json"
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_decisions.py"), "--quick",
+                          "--only", "game-light@mobile", "--out", str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(out.read_text())
+    assert list(report["results"]) == ["60fps"]
+    assert list(report["results"]["60fps"]) == ["game-light@mobile"]
+    assert report["fixed_clock_summary"]["rows"] == 1

@@ -136,12 +136,14 @@ def inert_knobs(config: Config) -> list[str]:
 
 def _inert_params(name: str, policy: PolicyConfig, in_force: list[tuple[bool, forms.Form]],
                   where: str) -> list[str]:
+    """``policy``'s parameters set away from their defaults that act under none of
+    ``in_force``."""
     cls = policy_class(policy.name)
     hook = getattr(cls, INERT_HOOK, None)
     if hook is None or not policy.params:
         return []
     inert = set.intersection(*(set(hook(f.spread_from_pairs, kind)) for kind, f in in_force))
-    defaults = {p.name: p.default for p in inspect.signature(cls).parameters.values()}
+    defaults = _defaults(cls)
     return [f"{name}.params.{key}: {value!r} changes nothing in policy {policy.name!r} under "
             f"{where}; remove it, or set a model.form it acts under"
             for key, value in sorted(policy.params.items())
@@ -167,3 +169,17 @@ def warm_up(governor: Governor, targets: Iterable[Target]) -> None:
         spare.step(Sample(freq_mhz=float(spare.levels_mhz[top]), frame_time_ms=5.0,
                           frame_count=1, busy=0.9, power_w=100.0, counters=counters,
                           mem_freq_mhz=math.nan if mems is None else float(mems[top])))
+
+
+def _defaults(cls: type) -> dict[str, object]:
+    """Each constructor parameter's default, a subclass's passing ``**params`` on to its base
+    (the `energy` policy's memory over `EnergyPolicy`) included."""
+    defaults: dict[str, object] = {}
+    for klass in reversed(cls.__mro__):
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        for p in inspect.signature(init).parameters.values():
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self":
+                defaults[p.name] = p.default
+    return defaults

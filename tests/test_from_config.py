@@ -127,6 +127,15 @@ def test_a_knob_left_at_its_default_is_no_problem() -> None:
     assert inert_knobs(config) == []
 
 
+def test_the_energy_policys_memory_is_refused_where_no_slowdown_limit_can_use_it() -> None:
+    """``memory`` acts under a slowdown limit with the scaling form only; its default, set
+    out, is never refused (the defaults are read through the policy's base class too)."""
+    assert inert_knobs(Config.model_validate({**SLOWDOWN, **energy(memory=False)})) == []
+    refused = inert_knobs(Config.model_validate({**FRAME_RATE, **energy(memory=False)}))
+    assert [p.split(":")[0] for p in refused] == ["policy.params.memory"]
+    assert inert_knobs(Config.model_validate({**FRAME_RATE, **energy(memory=True)})) == []
+
+
 def test_a_device_entrys_policy_is_checked_too() -> None:
     config = Config.model_validate({**SLOWDOWN, "devices": [
         {"name": "card0", "policy": {"name": "energy", "params": {"margin": 0.2}}}]})

@@ -13,7 +13,7 @@ GROUP = "govd.policies"
 # govd's own policies, so that a source checkout that is not pip-installed still finds them.
 _BUILTIN = {
     "ondemand": "govd.policy.ondemand:Ondemand",
-    "energy": "govd.policy.energy:EnergyPolicy",
+    "energy": "govd.policy.memory:MeasuredMemory",
     "oracle": "govd.policy.oracle:OraclePolicy",
     "performance": "govd.policy.static:Performance",
     "powersave": "govd.policy.static:Powersave",

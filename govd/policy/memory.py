@@ -1,29 +1,43 @@
-"""`MeasuredMemory`: the energy policy with a memory, per piece of work and clock, of what that
-work measured there (a research design, fourteenth pass; not the default).
+"""`energy` with a memory: the energy policy deciding, under a slowdown limit, on what each
+piece of work measured at each clock, where it measured it.
 
-On a fine clock grid the energy policy runs the top clock: a pair of ticks one level (0.5-1 %
-of clock) apart measures a slope against a unit's 1 % noise, one such pair set a work's
+On a fine clock grid a model of time against clock learns little: a pair of ticks one level
+(0.5-1 % of clock) apart measures a slope against a unit's 1 % noise, one such pair set a work's
 curve to t ∝ f^-2, and a curve no later tick corrects keeps every lower clock predicted
-infeasible or dearer (bench/README.md, eighth and thirteenth passes). This design keeps,
-beside the model, the work's own measurements and decides on them where they exist:
+infeasible or dearer, so the policy on the model alone runs the top clock (bench/README.md,
+eighth, thirteenth and fourteenth passes). This policy keeps, beside the model, the work's own
+measurements and decides on them where they exist:
 
 - **A record per piece of work** (`Predictions.work_id`, the model's work slot): per clock the
-  count, mean and energy of the work's ticks there. It outlives the run of ticks that made it
-  (the work comes back to its record) and is dropped where a tick's time at a clock the
-  record knows lies more than ``JUMP_Z`` deviations from its mean, on arrival or twice in a
-  row (other work under the same slot).
-- **Verified clocks.** A clock where the work ran at least twice is *verified* when its mean
-  log time over the fastest clock measured for the work, plus ``z`` deviations of that mean
-  ratio, leaves a unit's own noise margin (``UNIT_Z`` · √2 · σ) inside the slowdown budget;
-  *refused* when it misses by as much the other way. A verified clock is feasible whatever
-  the model predicts, with its measured energy in place of the predicted one; a refused one is
-  infeasible. The work-change hedge still applies (a clock verified for this work may run the
-  next), and the measured guard (`govd.policy.guard`) where the work measured nothing better:
-  its refusals extend a measured ratio along a slope, which a clock slow for this work alone
-  would carry to every clock below it.
-- **σ** is the per-unit noise measured where it is the noise alone: the spread of one work's
-  ticks at one clock, pooled over every record (the model's ``time_noise`` also holds its
-  curve's misfit, 1.4-6 times the units' noise on the benchmark tables).
+  count, mean log time and mean log energy of the work's ticks there. It outlives the run of
+  ticks that made it (the work comes back to its record) and is dropped where a tick's time
+  at a clock the record knows lies more than ``JUMP_Z`` deviations from its mean, on arrival
+  or twice in a row (other work under the same slot).
+- **The noise σ** of one tick's log time is measured where it is the noise alone: the spread of
+  one work's ticks at one clock, pooled over every record (the model's ``time_noise`` also
+  holds its curve's misfit), and per record, that pool its prior of ``WORK_NOISE_PRIOR``
+  ticks: never less than the pool (a training step's noise on the H200 is several times a
+  memory-bound step's, and one margin for both let the noisy work over the limit).
+- **Verified, refused, undecided clocks.** A clock where the work ran at least twice is
+  *verified* when its mean log time over the fastest clock the work measured, plus ``z``
+  deviations of that mean ratio, leaves a unit's own noise margin (``UNIT_Z`` · √2 · σ)
+  inside the slowdown budget; *refused* when it misses by as much the other way; else
+  *undecided*. A verified clock is feasible whatever the model predicts; refused and
+  undecided clocks are not (the model's curve is what measured them wrong: on the H200's
+  training step it called 1365 MHz 8 % slower than the top where 100 ticks there measured
+  17 %). Where the top's own count is what keeps a clock undecided, the next tick measures
+  the top again (an anchor).
+- **Clocks the work never measured** are feasible where the model says so and where time
+  growing at most as 1/f below the clocks the work measured keeps them inside the limit: the
+  model's curve reaches no further than physics allows from what was measured. Spanning
+  probes (below) measure the rest.
+- **Energies.** A clock measured twice counts with its measured energy, relative to the top's,
+  plus its standard deviation times √(2 ln k) for the k clocks so measured (the least of k
+  noisy means is that far below its truth: on a table whose clocks cost the same within 1 %,
+  the cheapest-looking of them was the noisiest); one measured dearer than the top and not
+  verified is not chosen. The work-change hedge still applies (a clock verified for this work
+  may run the next), and the measured guard (`govd.policy.guard`) where the work measured
+  nothing better.
 - **Spanning probes.** A probe steps from the lowest verified clock (the top before any) to
   ``ROOM`` of the room left to the budget in log clock, where time growing as 1/f would leave
   it inside: far enough in clock to measure a slope against the noise on any grid. Where that
@@ -37,9 +51,10 @@ beside the model, the work's own measurements and decides on them where they exi
   dropped) runs one tick at the top when its record has no time there: the budget is a ratio
   to the fastest clock, which only a measurement there gives.
 
-Slowdown limits with one clock domain only; everything else is `EnergyPolicy`'s. Run it with
-``python bench/bench_decisions.py --against bench/results/decisions.json --measured-memory``;
-what it gave is in bench/README.md ("Fourteenth pass").
+Slowdown limits with one clock domain and a model whose spread is measured between levels
+(the scaling form); everything else, and everything with ``memory: false``, is
+`EnergyPolicy`'s. What it achieves against `EnergyPolicy` alone, table by table:
+bench/README.md ("Eighteenth pass").
 """
 
 from __future__ import annotations
@@ -68,18 +83,35 @@ JUMP_Z = 4.0
 """Deviations of a tick's log time from its record's mean at that clock that say other work."""
 NOISE_PRIOR_TICKS = 3.0
 """Ticks' worth of weight the model's ``time_noise`` keeps in the pooled per-unit noise."""
+WORK_NOISE_PRIOR = 32.0
+"""Ticks' worth of weight the pooled noise keeps in one work's own."""
 MAX_RECORDS = 256
 """Records kept (the least recently used is dropped)."""
+
+
+def _energy_penalty(energy_rel: np.ndarray, energy_sd: np.ndarray) -> np.ndarray:
+    """What to add to k measured energies before the least is taken: each one's deviation
+    times √(2 ln k), about how far the least of k noisy means falls below its truth (one
+    deviation for a single clock)."""
+    k = int(np.isfinite(energy_rel).sum())
+    z = math.sqrt(2.0 * math.log(k)) if k >= 2 else 1.0
+    return z * energy_sd
 
 
 class _Record:
     """One piece of work's log time and log energy per level."""
 
-    __slots__ = ("energy", "time")
+    __slots__ = ("dof", "energy", "squares", "time")
 
     def __init__(self) -> None:
         self.time: dict[int, LogMean] = {}
         self.energy: dict[int, LogMean] = {}
+        self.squares, self.dof = 0.0, 0
+
+    def noise(self, pooled: float) -> float:
+        """This work's per-tick noise of log time, ``pooled`` (every work's) its prior."""
+        k = WORK_NOISE_PRIOR
+        return max(pooled, math.sqrt((self.squares + k * pooled * pooled) / (self.dof + k)))
 
     def fastest(self) -> float:
         """The least mean log time over the levels measured (NaN before any)."""
@@ -91,24 +123,41 @@ class MeasuredMemory(EnergyPolicy):
     """`EnergyPolicy` deciding, under a slowdown limit, on each work's measured clocks where
     it has them (see the module's notes)."""
 
-    name: ClassVar[str] = "measured-memory"
+    name: ClassVar[str] = "energy"
 
-    def __init__(self, **params: Any) -> None:
-        """The `EnergyPolicy` parameters."""
+    def __init__(self, memory: bool = True, **params: Any) -> None:
+        """``memory``: decide on what each work measured where it did (false: the model
+        alone, `EnergyPolicy`); the rest are `EnergyPolicy`'s parameters."""
+        if not isinstance(memory, bool):
+            raise ValueError(f"memory must be true or false, got {memory!r}")
         super().__init__(**params)
+        self.memory = memory
         self._clear()
+
+    @staticmethod
+    def inert_parameters(spread_from_pairs: bool, frame_rate: bool) -> frozenset[str]:
+        """`EnergyPolicy.inert_parameters`, and ``memory`` where it changes nothing: under a
+        frame-rate target, or with a model whose spread is derived (the seed form)."""
+        inert = set(EnergyPolicy.inert_parameters(spread_from_pairs, frame_rate))
+        if frame_rate or not spread_from_pairs:
+            inert.add("memory")
+        return frozenset(inert)
 
     def _clear(self) -> None:
         self._records: OrderedDict[int, _Record] = OrderedDict()
         self._record: _Record | None = None
         self._pool_squares, self._pool_dof = 0.0, 0
+        self._epool_squares, self._epool_dof = 0.0, 0
         self._suspect = 0
         self._fresh = False
         self._anchor = False
         self._noise = math.nan
         self._verified: np.ndarray | None = None
         self._refused_here: np.ndarray | None = None
+        self._undecided: np.ndarray | None = None
         self._energy_rel: np.ndarray | None = None
+        self._top_short = False
+        self._physics = np.zeros(0)
 
     def reset(self) -> None:
         """Forget the records too."""
@@ -121,7 +170,8 @@ class MeasuredMemory(EnergyPolicy):
         p = view.predictions
         self._verified = None
         self._record = None
-        if (view.target.max_slowdown is not None and p.ready and p.spread_from_pairs
+        if (self.memory and view.target.max_slowdown is not None and p.ready
+                and p.spread_from_pairs
                 and view.mem_levels_mhz is None and p.work_id >= 0):
             self._observe(view)
         return super().decide(view)
@@ -159,20 +209,29 @@ class MeasuredMemory(EnergyPolicy):
                 self._suspect = 0
             stats = rec.time.setdefault(view.current, LogMean())
             if stats.n:  # the noise alone: one work's ticks at one clock
-                self._pool_squares += (log_t - stats.mean) ** 2 * stats.n / (stats.n + 1)
+                sq = (log_t - stats.mean) ** 2 * stats.n / (stats.n + 1)
+                self._pool_squares += sq
                 self._pool_dof += 1
+                rec.squares += sq
+                rec.dof += 1
             stats.add(log_t)
             if math.isfinite(log_e):
-                rec.energy.setdefault(view.current, LogMean()).add(log_e)
+                es = rec.energy.setdefault(view.current, LogMean())
+                if es.n:
+                    self._epool_squares += (log_e - es.mean) ** 2 * es.n / (es.n + 1)
+                    self._epool_dof += 1
+                es.add(log_e)
         self._record = rec
+        self._noise = rec.noise(self._pooled_noise(p.time_noise))
 
     def _limit(self, view: Outlook) -> float:
         assert view.target.max_slowdown is not None
         return math.log1p(view.target.max_slowdown) - UNIT_Z * math.sqrt(2.0) * self._noise
 
     def _judge(self, view: Outlook) -> bool:
-        """Fill the verified and refused masks and the measured energies over lo..hi; False
-        where the work has no time at the top yet."""
+        """Fill the verified, refused and undecided masks, the measured energies (their
+        deviations added, `_energy_penalty`) and the 1/f bound over lo..hi; False where the
+        work has no time at the top yet."""
         rec = self._record
         lo, hi = view.lo, view.hi
         if rec is None or hi not in rec.time:
@@ -183,7 +242,12 @@ class MeasuredMemory(EnergyPolicy):
         limit, z = self._limit(view), self._z
         size = hi + 1 - lo
         verified, refused = np.zeros(size, bool), np.zeros(size, bool)
+        undecided = np.zeros(size, bool)
+        short = False
         energy_rel = np.full(size, math.nan)
+        energy_sd = np.zeros(size)
+        enoise = math.sqrt((self._epool_squares + NOISE_PRIOR_TICKS * self._noise ** 2)
+                           / (self._epool_dof + NOISE_PRIOR_TICKS))
         for level, stats in rec.time.items():
             if not lo <= level < hi:
                 continue
@@ -193,11 +257,33 @@ class MeasuredMemory(EnergyPolicy):
                 verified[level - lo] = True
             elif ratio - z * sd > limit:
                 refused[level - lo] = True
+            elif stats.n >= 2:
+                undecided[level - lo] = True
+                short |= n_top < stats.n
             e = rec.energy.get(level)
             if e is not None and e.n >= 2 and top_e is not None and top_e.n:
                 energy_rel[level - lo] = e.mean - top_e.mean
-        self._verified, self._refused_here, self._energy_rel = verified, refused, energy_rel
+                energy_sd[level - lo] = enoise * math.sqrt(1.0 / e.n + 1.0 / top_e.n)
+        self._verified, self._refused_here = verified, refused
+        self._energy_rel = energy_rel + _energy_penalty(energy_rel, energy_sd)
+        self._undecided, self._top_short = undecided, short
+        self._physics = self._one_over_f(view, ref)
         return True
+
+    def _one_over_f(self, view: Outlook, fastest: float) -> np.ndarray:
+        """Per level over lo..hi, the most its mean log time can exceed the work's fastest,
+        time growing at most as 1/f below every clock the work measured (twice, or the top):
+        the least over those clocks above it of their measured ratio plus log(f_clock / f).
+        Infinite where no clock above was measured, and at the top."""
+        assert self._record is not None
+        lo, hi = view.lo, view.hi
+        u = np.log(float(view.levels_mhz[hi]) / view.levels_mhz[lo:hi + 1])
+        c = np.full(hi + 1 - lo, np.inf)
+        for level, stats in self._record.time.items():
+            if lo <= level <= hi and (stats.n >= 2 or level == hi):
+                c[level - lo] = stats.mean - fastest - u[level - lo]
+        above = np.minimum.accumulate(c[::-1])[::-1]
+        return u + np.append(above[1:], np.inf)
 
     def _room(self, view: Outlook) -> tuple[int, float]:
         """The lowest verified level (the top where none) and the room left to the limit
@@ -215,6 +301,8 @@ class MeasuredMemory(EnergyPolicy):
         self._anchor = False
         if self._record is not None:
             if self._judge(view):
+                if self._top_short:
+                    self._anchor = True
                 _, room = self._room(view)
                 assert view.target.max_slowdown is not None
                 top = self._record.time[view.hi]
@@ -243,8 +331,11 @@ class MeasuredMemory(EnergyPolicy):
             spread[-1] = 0.0
             budget = math.log1p(view.target.max_slowdown)
             ok = log_t - log_t[-1] + self._z * spread <= budget
+            ok &= self._physics <= self._limit(view)
             ok |= verified
             ok &= ~self._refused_here
+            assert self._undecided is not None
+            ok &= ~self._undecided
             ok &= self._change_risk(log_t - log_t[-1], budget, view.current,
                                     p.time_noise) <= self.miss_budget
         if self._refused is not None:  # the guard's slope, where this work measured no better

@@ -5,7 +5,7 @@ slowdown limits. Writes bench/results/decisions.json.
     .venv/bin/python bench/bench_decisions.py [--form scaling|seed] [--minutes 10] [--quick]
         [--tables all|coarse] [--price-misses --out bench/results/decisions_priced.json]
     .venv/bin/python bench/bench_decisions.py --against bench/results/decisions.json
-        [--energy-param NAME=VALUE ...] [--spread-scale K | --measured-memory] [--only NAME,NAME]
+        [--energy-param NAME=VALUE ...] [--spread-scale K] [--only NAME,NAME]
         [--out F]
 
 With ``--against REPORT`` only the energy policy runs (no baselines, no references, no true
@@ -87,7 +87,6 @@ from govd.eval.score import unit_energy_mj, violations  # noqa: E402
 from govd.formats.sweep import SweepTable  # noqa: E402
 from govd.model.settings import ModelSettings  # noqa: E402
 from govd.policy.registry import make_policy  # noqa: E402
-from govd.research.measured import MeasuredMemory  # noqa: E402
 from govd.research.truth import ScaledSpread, TrueCurves  # noqa: E402
 from govd.sim.nvdvfs import (  # noqa: E402
     GPUS,
@@ -380,9 +379,6 @@ def main() -> int:
     parser.add_argument("--spread-scale", type=float, default=None, metavar="K",
                         help="with --against: the model's spread of time times K before the "
                              "policy reads it (govd.research.truth.ScaledSpread)")
-    parser.add_argument("--measured-memory", action="store_true",
-                        help="with --against: the energy policy with a memory per work and "
-                             "clock of what it measured (govd.research.measured.MeasuredMemory)")
     parser.add_argument("--out", type=Path, default=None,
                         help="the report (default bench/results/decisions.json; with "
                              "--against, none unless given)")
@@ -410,10 +406,6 @@ def main() -> int:
             ScaledSpread(make_policy("energy"), args.spread_scale)
         except ValueError as e:
             parser.error(f"--spread-scale: {e}")
-    if args.measured_memory and args.against is None:
-        parser.error("--measured-memory goes with --against")
-    if args.measured_memory and args.spread_scale is not None:
-        parser.error("--measured-memory and --spread-scale are two designs: give one")
     if args.against is not None:
         if args.out is not None and args.out.resolve() == args.against.resolve():
             parser.error("--out would overwrite the report given to --against")
@@ -455,15 +447,11 @@ def main() -> int:
         runs.append(("60fps", Target(fps=60.0), games))
     if args.against is not None:
         report.update({"against": str(args.against), "energy_params": params.get("energy", {}),
-                       "spread_scale": args.spread_scale,
-                       "measured_memory": args.measured_memory})
-        energy = params.get("energy", {})
+                       "spread_scale": args.spread_scale})
         wrap: Callable[[Any, SweepTable, float], Any] | None = None
         if args.spread_scale is not None:
             scale = args.spread_scale
             wrap = lambda p, sw, idle_w: ScaledSpread(p, scale)  # noqa: E731
-        elif args.measured_memory:
-            wrap = lambda p, sw, idle_w: MeasuredMemory(**energy)  # noqa: E731
         return against(runs, settings, params or None, earlier_results, report, args.out,
                        started, wrap)
     for key, target, tabs in runs:
@@ -492,7 +480,7 @@ def against(runs: list[Any], settings: ModelSettings, params: dict[str, dict[str
             started: float,
             wrap: Callable[[Any, SweepTable, float], Any] | None = None) -> int:
     """`main` with ``--against``: the energy policy alone on each run's tables (with
-    ``wrap``, the design it makes of each: `ScaledSpread`, `MeasuredMemory`), judged with the
+    ``wrap``, the design it makes of each: `ScaledSpread`), judged with the
     earlier report's references (`judged_against`), printed beside that report's rows, and
     the rows meeting every target now and then counted over the same rows."""
     now_met = then_met = total = 0

@@ -13,8 +13,9 @@
    under ``govd run`` with the energy policy and ``max_slowdown: 0.1`` for the job, steps sent
    to govd's frame socket (``govd``; its trace is recorded). ``--policy NAME`` (repeated) runs
    the daemon once per named policy instead: ``energy`` is the run called ``govd``, another name
-   the run ``govd-NAME``. A research design of `govd.research` (``measured-memory``) is offered
-   to the daemon as a plugin would be, through an entry point written into ``--work-dir``.
+   the run ``govd-NAME``. A design the daemon does not ship by name (``energy-model``: the
+   energy policy without its memory) is offered to the daemon as a plugin would be, through an
+   entry point written into ``--work-dir``.
 
 ``--rounds N`` sweeps each work N times up and down (`govd measure --rounds`);
 ``--sweeps-only`` stops after the sweeps (``nvml-sweeps-<gpu>.json``: their files and the fixed
@@ -58,8 +59,9 @@ SLOWDOWN = 0.10
 WORKS = ("train", "stream")
 READY_WAIT_S = 300.0
 """govd compiles its kernels before READY where no ahead-of-time build is installed."""
-RESEARCH = {"measured-memory": "govd.research.measured:MeasuredMemory"}
-"""Research designs the daemon does not ship, run here as a third party's policy would be."""
+RESEARCH = {"energy-model": "govd.policy.energy:EnergyPolicy"}
+"""Designs the daemon does not ship by name, run here as a third party's policy would be:
+``energy-model`` is the energy policy without its memory (`memory: false`), on the model alone."""
 _EXTRA_PATH: list[str] = []
 NEEDED = ("pydantic", "yaml", "numba")
 """What `govd measure` and `govd run` import beyond what this script does: checked before the

@@ -102,14 +102,14 @@ def test_against_judges_the_energy_policy_alone_with_the_earlier_reports_referen
     assert any(rows[t]["model_updates"] != before["results"]["0.25"][t]["model_updates"]
                for t in rows)
     assert "rows meeting every target" in run.stdout
-    # the research design on the same tables, judged with the same references
+    # the policy without its memory on the same tables, judged with the same references
     memory = tmp_path / "memory.json"
     run = subprocess.run([sys.executable, bench, "--quick", "--tables", "coarse", "--only",
-                          tables, "--against", str(earlier), "--measured-memory", "--out",
-                          str(memory)], capture_output=True, text=True, timeout=600)
+                          tables, "--against", str(earlier), "--energy-param", "memory=false",
+                          "--out", str(memory)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     design = json.loads(memory.read_text())
-    assert design["measured_memory"] is True and design["spread_scale"] is None
+    assert design["energy_params"] == {"memory": False} and design["spread_scale"] is None
     assert design["fixed_clock_summary"]["rows"] == 2
     for table, row in design["results"]["0.25"].items():
         assert row["hedged_reference_vs_oracle"] == \
@@ -139,13 +139,9 @@ def test_against_refuses_to_overwrite_its_report_and_reads_a_bad_one_clearly(
                               timeout=120)
     assert negative.returncode == 2 and "--spread-scale" in negative.stderr
     assert "Traceback" not in negative.stderr
-    memory = subprocess.run([sys.executable, bench, "--measured-memory"],
+    memory = subprocess.run([sys.executable, bench, "--energy-param", "memory=1"],
                             capture_output=True, text=True, timeout=120)
-    assert memory.returncode == 2 and "goes with --against" in memory.stderr
-    both = subprocess.run([sys.executable, bench, "--against", str(report),
-                           "--measured-memory", "--spread-scale", "0.3"],
-                          capture_output=True, text=True, timeout=120)
-    assert both.returncode == 2 and "give one" in both.stderr
+    assert memory.returncode == 2 and "memory must be true or false" in memory.stderr
     for bad in ("no_such_knob=1", "miss_budget=2"):  # the policy refuses, in one line
         run = subprocess.run([sys.executable, bench, "--energy-param", bad],
                              capture_output=True, text=True, timeout=120)

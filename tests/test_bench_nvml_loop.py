@@ -27,19 +27,19 @@ def test_a_research_policy_is_offered_to_the_daemon_through_an_entry_point(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(nvml_loop, "_EXTRA_PATH", [])
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    nvml_loop._offer_research(tmp_path, ["energy", "measured-memory"])
-    config = nvml_loop._config(tmp_path, ["sm_activity"], policy_name="measured-memory")
-    assert config.name == "govd-measured-memory.yaml"
+    nvml_loop._offer_research(tmp_path, ["energy", "energy-model"])
+    config = nvml_loop._config(tmp_path, ["sm_activity"], policy_name="energy-model")
+    assert config.name == "govd-energy-model.yaml"
     assert nvml_loop._kind("energy") == "govd" and nvml_loop._kind("x") == "govd-x"
     done = subprocess.run([sys.executable, "-c", CHILD, str(config)], env=nvml_loop._env(),
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["measured-memory", "MeasuredMemory"]
+    assert done.stdout.split() == ["energy-model", "EnergyPolicy"]
     # without the entry point the daemon does not know the name: nothing ships it
     bare = {**nvml_loop._env(), "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-c", CHILD, str(config)], env=bare,
                           capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode != 0 and "measured-memory" in done.stderr
+    assert done.returncode != 0 and "energy-model" in done.stderr
 
 
 def test_only_research_designs_get_an_entry_point(tmp_path: Path,

@@ -4,10 +4,12 @@ measured, and the model's `Predictions.work_id` it keys on."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from policy_outlook import outlook, predictions
 
 from govd.eval.evaluate import evaluate
 from govd.formats.sweep import SweepTable
@@ -250,3 +252,24 @@ def test_a_work_noisier_than_the_rest_gets_its_own_noise_and_never_less_than_the
     assert 0.04 < record.noise(0.01) < 0.05
     record.squares, record.dof = 0.001 ** 2 * 200, 200
     assert record.noise(0.01) == pytest.approx(0.01)
+
+
+def test_work_too_noisy_for_any_clock_to_be_verified_is_left_to_the_model() -> None:
+    """Ticks 5 % apart at one clock leave a unit's margin wider than a 10 % limit: no clock
+    could ever be verified, so the memory stands aside and the model decides as it does with
+    ``memory: false`` (holding the top instead cost the simulated gpgpu demo its whole
+    saving, 2.7 % -> 0.05 %)."""
+    levels = [1000.0, 1500.0, 2000.0]
+    predicted = predictions(3, time_ms=[20.8, 20.4, 20.0], energy_mj=[0.8, 0.9, 1.0],
+                            sd_now=[0.01] * 3, sd_top=[0.01] * 3, time_noise=0.05,
+                            ready=True, spread_from_pairs=True, work_ticks=5)
+    predicted = replace(predicted, work_id=0)
+    memory, model = make_policy("energy"), make_policy("energy", memory=False)
+    chosen = []
+    for tick in range(60):
+        view = outlook(levels, current=2, target=Target(max_slowdown=0.1), tick=tick,
+                       predicted=predicted, frame_time_ms=20.0 * (1.05 if tick % 2 else 0.95),
+                       power_w=100.0)
+        chosen.append((memory.decide(view), model.decide(view)))
+    assert all(a == b for a, b in chosen[20:]), chosen
+    assert any(b < 2 for _, b in chosen[20:]), "the model leaves the top"

@@ -50,6 +50,10 @@ measurements and decides on them where they exist:
 - **Anchors.** New work (the first tick after the model saw a change, or after a record was
   dropped) runs one tick at the top when its record has no time there: the budget is a ratio
   to the fastest clock, which only a measurement there gives.
+- **Where it stands aside.** For work whose unit margin leaves no room inside the limit (ticks
+  more than about 2.6 % apart under a 10 % limit), the model decides alone, as with
+  ``memory: false``: such work could verify no clock and would run the top (the simulated
+  gpgpu demo's saving went from 2.7 % to 0.05 %).
 
 Slowdown limits with one clock domain and a model whose spread is measured between levels
 (the scaling form); everything else, and everything with ``memory: false``, is
@@ -174,6 +178,8 @@ class MeasuredMemory(EnergyPolicy):
                 and p.spread_from_pairs
                 and view.mem_levels_mhz is None and p.work_id >= 0):
             self._observe(view)
+            if self._limit(view) <= 0.0:
+                self._record = None  # no clock could be verified: the model decides alone
         return super().decide(view)
 
     def _pooled_noise(self, prior: float) -> float:

@@ -93,6 +93,12 @@ MAX_RECORDS = 256
 """Records kept (the least recently used is dropped)."""
 
 
+def _added_squares(stats: LogMean, value: float) -> float:
+    """What ``value`` adds to the sum of squared deviations of the values ``stats`` holds (one
+    degree of freedom more, Welford's update)."""
+    return (value - stats.mean) ** 2 * stats.n / (stats.n + 1)
+
+
 def _energy_penalty(energy_rel: np.ndarray, energy_sd: np.ndarray) -> np.ndarray:
     """What to add to k measured energies before the least is taken: each one's deviation
     times √(2 ln k), about how far the least of k noisy means falls below its truth (one
@@ -215,7 +221,7 @@ class MeasuredMemory(EnergyPolicy):
                 self._suspect = 0
             stats = rec.time.setdefault(view.current, LogMean())
             if stats.n:  # the noise alone: one work's ticks at one clock
-                sq = (log_t - stats.mean) ** 2 * stats.n / (stats.n + 1)
+                sq = _added_squares(stats, log_t)
                 self._pool_squares += sq
                 self._pool_dof += 1
                 rec.squares += sq
@@ -224,7 +230,7 @@ class MeasuredMemory(EnergyPolicy):
             if math.isfinite(log_e):
                 es = rec.energy.setdefault(view.current, LogMean())
                 if es.n:
-                    self._epool_squares += (log_e - es.mean) ** 2 * es.n / (es.n + 1)
+                    self._epool_squares += _added_squares(es, log_e)
                     self._epool_dof += 1
                 es.add(log_e)
         self._record = rec

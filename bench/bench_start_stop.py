@@ -41,10 +41,11 @@ governing (~250 ms on the 2-core machine of 27 Nov)."""
 FOUND = "simple_ondemand"
 
 
-def one_run(tmp: Path, delay_ms: int, timeout_s: float) -> dict[str, Any]:
-    """Start `govd run` on a fresh tree, send SIGINT ``delay_ms`` after the import mark, and
-    say how it ended."""
-    mali, _ = mali_panfrost(tmp / "sys", governor=FOUND)
+def start_importing(tmp: Path) -> subprocess.Popen[str]:
+    """`govd run` over the tree under ``tmp / "sys"``, returned once its command's modules
+    import (``-X importtime`` marks ``govd.conf.load``). SIGINT is delivered as a terminal
+    delivers it: a pytest-xdist worker or a shell's background job ignores SIGINT, a child
+    inherits that, and Python then installs no KeyboardInterrupt handler."""
     daemon = subprocess.Popen(
         [sys.executable, "-X", "importtime", "-m", "govd", "run", "--sysfs-root",
          str(tmp / "sys"), "--state-file", str(tmp / "state.json"), "--socket",
@@ -55,6 +56,14 @@ def one_run(tmp: Path, delay_ms: int, timeout_s: float) -> dict[str, Any]:
     for line in daemon.stderr:
         if line.rstrip().endswith("govd.conf.load"):
             break
+    return daemon
+
+
+def one_run(tmp: Path, delay_ms: int, timeout_s: float) -> dict[str, Any]:
+    """Start `govd run` on a fresh tree, send SIGINT ``delay_ms`` after the import mark, and
+    say how it ended."""
+    mali, _ = mali_panfrost(tmp / "sys", governor=FOUND)
+    daemon = start_importing(tmp)
     time.sleep(delay_ms / 1000.0)
     daemon.send_signal(signal.SIGINT)
     hung = False

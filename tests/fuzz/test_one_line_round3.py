@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.bench_start_stop import start_importing
 from govd.custody.state_file import SavedState, save_state
 from govd.device.devfreq import DevfreqDevice
 from tests.custody.test_state_file import dead_pid
@@ -127,22 +128,10 @@ def test_status_of_a_daemon_that_died_says_so(tmp_path: Path) -> None:
 
 def test_sigint_before_the_daemon_is_ready_restores_and_says_one_line(tmp_path: Path) -> None:
     mali, _ = mali_panfrost(tmp_path / "sys")
-    # -X importtime: a line on stderr as each module is imported; the signal is sent as the
-    # command's own modules import (the window the round found), past the interpreter's start.
-    daemon = subprocess.Popen(
-        [sys.executable, "-X", "importtime", "-m", "govd", "run", "--sysfs-root",
-         str(tmp_path / "sys"), "--state-file", str(tmp_path / "state.json"), "--socket",
-         str(tmp_path / "f.sock")],
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True,
-        # SIGINT as a terminal delivers it: a pytest-xdist worker ignores SIGINT, and a child
-        # inherits that, so Python then installs no KeyboardInterrupt handler and the daemon,
-        # never told, ran on until the test's timeout.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    assert daemon.stderr is not None
+    # the signal is sent as the command's own modules import (the window the round found),
+    # past the interpreter's start, as a terminal delivers it (see start_importing)
+    daemon = start_importing(tmp_path)
     try:
-        for line in daemon.stderr:
-            if line.rstrip().endswith("govd.conf.load"):  # as govd.commands.run imports
-                break
         daemon.send_signal(signal.SIGINT)
         _, err = daemon.communicate(timeout=60)
     finally:  # a daemon that missed the signal must not outlive the test (and the suite)

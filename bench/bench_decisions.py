@@ -368,6 +368,9 @@ def main() -> int:
                         help="the energy policy's price_misses (govd.policy.energy)")
     parser.add_argument("--tables", choices=("all", "coarse"), default="all",
                         help="coarse: only the nv-dvfs and hkbu tables on their own grids")
+    parser.add_argument("--game-seed", type=int, default=0, metavar="N",
+                        help="seed of the simulated game suite's frames (another seed: "
+                             "the same scenarios, other frames)")
     parser.add_argument("--only", default=None, metavar="NAME,NAME",
                         help="only these tables (by the names the report gives them)")
     parser.add_argument("--energy-param", action="append", default=[], metavar="NAME=VALUE",
@@ -423,7 +426,7 @@ def main() -> int:
     games: list[SweepTable] = []
     if args.tables == "all":
         sweeps += slowdown_tables(DATA, args.quick, unit_sweep)
-        games = game_tables(1.0 if args.quick else 3.0)
+        games = game_tables(1.0 if args.quick else 3.0, args.game_seed)
     if args.only is not None:
         wanted = set(args.only.split(","))
         unknown = wanted - {t.path for t in sweeps + games}

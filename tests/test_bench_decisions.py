@@ -161,3 +161,22 @@ def test_only_game_tables_are_judged_at_the_frame_rate_alone(tmp_path: Path) -> 
     assert list(report["results"]) == ["60fps"]
     assert list(report["results"]["60fps"]) == ["game-light@mobile"]
     assert report["fixed_clock_summary"]["rows"] == 1
+
+
+def test_another_game_seed_runs_the_same_scenario_on_other_frames(tmp_path: Path) -> None:
+    """``--game-seed`` judges the game suite on frames of another seed (the decisions are
+    judged at more than one), and the report says which."""
+    reports = []
+    for seed in (0, 1):
+        out = tmp_path / f"games{seed}.json"
+        run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_decisions.py"),
+                              "--quick", "--only", "game-light@mobile", "--game-seed",
+                              str(seed), "--out", str(out)],
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr
+        reports.append(json.loads(out.read_text()))
+    assert "--game-seed 1" in reports[1]["command"]
+    rows = [r["results"]["60fps"]["game-light@mobile"] for r in reports]
+    assert rows[0]["units"] == rows[1]["units"]
+    assert rows[0]["oracle_violation_rate"] != rows[1]["oracle_violation_rate"] or \
+        rows[0]["static_reference_vs_oracle"] != rows[1]["static_reference_vs_oracle"]

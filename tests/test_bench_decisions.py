@@ -151,7 +151,8 @@ def test_against_refuses_to_overwrite_its_report_and_reads_a_bad_one_clearly(
 
 def test_only_game_tables_are_judged_at_the_frame_rate_alone(tmp_path: Path) -> None:
     """``--only`` naming game tables alone runs them (it used to say there was no measured
-    data and measure nothing); the game suite is simulated, so no measured data is needed."""
+    data and measure nothing); the game suite is simulated, so no measured data is needed,
+    and ``--game-seed`` simulates it on other frames."""
     out = tmp_path / "games.json"
     run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_decisions.py"), "--quick",
                           "--only", "game-light@mobile", "--out", str(out)],
@@ -161,22 +162,14 @@ def test_only_game_tables_are_judged_at_the_frame_rate_alone(tmp_path: Path) -> 
     assert list(report["results"]) == ["60fps"]
     assert list(report["results"]["60fps"]) == ["game-light@mobile"]
     assert report["fixed_clock_summary"]["rows"] == 1
-
-
-def test_another_game_seed_runs_the_same_scenario_on_other_frames(tmp_path: Path) -> None:
-    """``--game-seed`` judges the game suite on frames of another seed (the decisions are
-    judged at more than one), and the report says which."""
-    reports = []
-    for seed in (0, 1):
-        out = tmp_path / f"games{seed}.json"
-        run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_decisions.py"),
-                              "--quick", "--only", "game-light@mobile", "--game-seed",
-                              str(seed), "--out", str(out)],
-                             capture_output=True, text=True, timeout=600)
-        assert run.returncode == 0, run.stderr
-        reports.append(json.loads(out.read_text()))
-    assert "--game-seed 1" in reports[1]["command"]
-    rows = [r["results"]["60fps"]["game-light@mobile"] for r in reports]
+    # ``--game-seed``: the same scenario on other frames, and the report says which
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_decisions.py"), "--quick",
+                          "--only", "game-light@mobile", "--game-seed", "1", "--out", str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    other = json.loads(out.read_text())
+    assert "--game-seed 1" in other["command"]
+    rows = [r["results"]["60fps"]["game-light@mobile"] for r in (report, other)]
     assert rows[0]["units"] == rows[1]["units"]
-    assert rows[0]["oracle_violation_rate"] != rows[1]["oracle_violation_rate"] or \
-        rows[0]["static_reference_vs_oracle"] != rows[1]["static_reference_vs_oracle"]
+    assert rows[0]["static_reference_vs_oracle"] != rows[1]["static_reference_vs_oracle"]
+

@@ -75,13 +75,44 @@ def select(config: Config, devices: list[Device]) -> list[Device]:
 
 
 def device_volts(config: Config, device: Device, levels_mhz: np.ndarray) -> tuple[float, ...]:
-    """The device's voltage table from ``power.voltage`` interpolated at ``levels_mhz`` (its
-    distinct core clocks, MHz), empty when the config has none. Units: V."""
+    """The device's voltage table interpolated at ``levels_mhz`` (its distinct core clocks,
+    MHz): the one the driver publishes (`Device.volts_by_level`: amdgpu's
+    ``pp_od_clk_voltage``), else ``power.voltage`` from the configuration, else empty (the
+    model takes V affine in f), in DESIGN.md's order. A published table that cannot be read,
+    or that holds no positive voltage per level, is passed over with a warning. Units: V."""
     points = config.power.voltage.get(device.name)
+    own = _published_volts(device)
+    if own is not None:
+        clocks, volts = own
+        if points:
+            log.info("%s: the driver publishes a voltage table; power.voltage's is not used",
+                     device.name)
+        return tuple(np.interp(levels_mhz, clocks, volts).tolist())
     if not points:
         return ()
     return tuple(np.interp(levels_mhz, [p.freq_mhz for p in points],
                            [p.voltage_v for p in points]).tolist())
+
+
+def _published_volts(device: Device) -> tuple[np.ndarray, np.ndarray] | None:
+    """(distinct core clocks, their voltages) from the driver's table, None where it has
+    none or one govd cannot use (with a warning)."""
+    try:
+        volts = device.volts_by_level()
+        if volts is None:
+            return None
+        clocks = np.asarray(device.levels_mhz, dtype=np.float64)
+        volts = np.asarray(volts, dtype=np.float64)
+    except (DeviceError, OSError, ValueError, TypeError) as exc:
+        log.warning("%s: voltage table not read (%s); voltage taken from power.voltage or as "
+                    "affine in frequency", device.name, exc)
+        return None
+    if volts.shape != clocks.shape or not np.all(np.isfinite(volts) & (volts > 0.0)):
+        log.warning("%s: the driver's voltage table has no positive voltage per level; voltage "
+                    "taken from power.voltage or as affine in frequency", device.name)
+        return None
+    distinct, first = np.unique(clocks, return_index=True)  # pairs repeat a core clock
+    return distinct, volts[first]
 
 
 def clock_levels(config: Config, device: Device) -> tuple[np.ndarray, np.ndarray | None]:

@@ -118,6 +118,13 @@ class Device(ABC):
         Units: MHz."""
         return None
 
+    def volts_by_level(self) -> npt.NDArray[np.float64] | None:
+        """Core voltage at each level (parallel to `levels_mhz`) where the driver publishes a
+        voltage table, None where it does not (the default; amdgpu reads
+        ``pp_od_clk_voltage``). The power model's g(f) = f·V(f)² comes from it, before a table
+        in the configuration. Units: V. Raises DeviceError."""
+        return None
+
     @property
     @abstractmethod
     def bounds_mhz(self) -> tuple[float, float]:

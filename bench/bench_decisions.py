@@ -371,6 +371,9 @@ def main() -> int:
     parser.add_argument("--game-seed", type=int, default=0, metavar="N",
                         help="seed of the simulated game suite's frames (another seed: "
                              "the same scenarios, other frames)")
+    parser.add_argument("--table-volts", action="store_true",
+                        help="the model gets the voltage table a table records (the game "
+                             "suite's), as the daemon takes one a driver publishes")
     parser.add_argument("--only", default=None, metavar="NAME,NAME",
                         help="only these tables (by the names the report gives them)")
     parser.add_argument("--energy-param", action="append", default=[], metavar="NAME=VALUE",
@@ -442,7 +445,8 @@ def main() -> int:
     started = time.perf_counter()
     report: dict = {"command": " ".join(["bench/bench_decisions.py", *sys.argv[1:]]),
                     "machine": platform.platform(), "python": platform.python_version(),
-                    "form": args.form, "price_misses": args.price_misses, "targets": TARGETS,
+                    "form": args.form, "price_misses": args.price_misses,
+                    "table_volts": args.table_volts, "targets": TARGETS,
                     "fixed_clock_targets": FIXED_CLOCK_TARGETS, "results": {}, "met": {},
                     "fixed_clock_met": {}}
     runs = [(f"{s:g}", Target(max_slowdown=s), sweeps) for s in (0.10, 0.25) if sweeps]
@@ -456,11 +460,13 @@ def main() -> int:
             scale = args.spread_scale
             wrap = lambda p, sw, idle_w: ScaledSpread(p, scale)  # noqa: E731
         return against(runs, settings, params or None, earlier_results, report, args.out,
-                       started, wrap)
+                       started, wrap, args.table_volts)
     for key, target, tabs in runs:
-        results = evaluate(tabs, POLICIES, target, settings, policy_params=params or None)
+        results = evaluate(tabs, POLICIES, target, settings, policy_params=params or None,
+                           table_volts=args.table_volts)
         truth = evaluate(tabs, ["energy"], target, settings, policy_params=params or None,
-                         wrap=lambda p, sw, idle_w, t=target: TrueCurves(p, sw, t, idle_w))
+                         wrap=lambda p, sw, idle_w, t=target: TrueCurves(p, sw, t, idle_w),
+                         table_volts=args.table_volts)
         rows = summarise(results, target, truth)
         report["results"][key] = rows
         if target.max_slowdown is not None:
@@ -481,14 +487,16 @@ def main() -> int:
 def against(runs: list[Any], settings: ModelSettings, params: dict[str, dict[str, Any]] | None,
             earlier: dict[str, dict[str, Row]], report: dict[str, Any], out: Path | None,
             started: float,
-            wrap: Callable[[Any, SweepTable, float], Any] | None = None) -> int:
+            wrap: Callable[[Any, SweepTable, float], Any] | None = None,
+            table_volts: bool = False) -> int:
     """`main` with ``--against``: the energy policy alone on each run's tables (with
     ``wrap``, the design it makes of each: `ScaledSpread`), judged with the
     earlier report's references (`judged_against`), printed beside that report's rows, and
     the rows meeting every target now and then counted over the same rows."""
     now_met = then_met = total = 0
     for key, target, tabs in runs:
-        results = evaluate(tabs, ["energy"], target, settings, policy_params=params, wrap=wrap)
+        results = evaluate(tabs, ["energy"], target, settings, policy_params=params, wrap=wrap,
+                           table_volts=table_volts)
         before = earlier.get(key, {})
         rows, missing = judged_against(results, before)
         for table in missing:

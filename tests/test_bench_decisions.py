@@ -162,13 +162,15 @@ def test_only_game_tables_are_judged_at_the_frame_rate_alone(tmp_path: Path) -> 
     assert list(report["results"]) == ["60fps"]
     assert list(report["results"]["60fps"]) == ["game-light@mobile"]
     assert report["fixed_clock_summary"]["rows"] == 1
-    # ``--game-seed``: the same scenario on other frames, and the report says which
+    # ``--game-seed``: the same scenario on other frames, and the report says which (here with
+    # the voltage table the game tables record given to the model, ``--table-volts``)
     run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_decisions.py"), "--quick",
-                          "--only", "game-light@mobile", "--game-seed", "1", "--out", str(out)],
-                         capture_output=True, text=True, timeout=600)
+                          "--only", "game-light@mobile", "--game-seed", "1", "--table-volts",
+                          "--out", str(out)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     other = json.loads(out.read_text())
     assert "--game-seed 1" in other["command"]
+    assert (report["table_volts"], other["table_volts"]) == (False, True)
     rows = [r["results"]["60fps"]["game-light@mobile"] for r in (report, other)]
     assert rows[0]["units"] == rows[1]["units"]
     assert rows[0]["static_reference_vs_oracle"] != rows[1]["static_reference_vs_oracle"]

@@ -144,3 +144,25 @@ def test_a_sweep_of_every_pair_an_nvml_gpu_offers_is_evaluated_not_refused() -> 
         evaluate([SweepTable(too_many, np.ones((3, too_many.size)),
                              np.ones((3, too_many.size)))], ["energy"],
                  Target(max_slowdown=0.1))
+
+
+def test_a_recorded_voltage_table_reaches_the_model_only_when_asked() -> None:
+    """``table_volts``: the model gets the voltages a sweep records, as the daemon takes a
+    table the driver publishes; a table that is not one positive voltage per clock is none."""
+    from dataclasses import replace
+
+    from govd.eval.evaluate import recorded_volts
+
+    floor = np.maximum(0.9, 0.7 + 0.3 * (LEVELS - 200) / 311)  # a voltage floor
+    table = graphics_table(units=800)
+    table = replace(table, meta={**table.meta, "voltage_v": " ".join(f"{v:.3f}" for v in floor)})
+    assert recorded_volts(table) == pytest.approx(tuple(floor), abs=1e-3)
+    target = Target(fps=60)
+    plain = evaluate([table], ["energy"], target)[0][2].levels
+    told = evaluate([table], ["energy"], target, table_volts=True)[0][2].levels
+    assert not np.array_equal(plain, told)
+    for bad in ("0.9 0.9", "0.9 " * 8 + "nan", "0.9 " * 8 + "-1", "volts"):
+        garbled = replace(table, meta={**table.meta, "voltage_v": bad})
+        assert recorded_volts(garbled) == ()
+        assert np.array_equal(
+            evaluate([garbled], ["energy"], target, table_volts=True)[0][2].levels, plain)

@@ -55,6 +55,7 @@ def evaluate(
     algo: str | None = None,
     wrap: Callable[[Policy, SweepTable, float], Policy] | None = None,
     config: Config | None = None,
+    table_volts: bool = False,
 ) -> list[tuple[str, SweepTable, Replay, Score]]:
     """Replay each policy over each table and score it.
 
@@ -63,7 +64,9 @@ def evaluate(
     score) in order. ``algo``: see `replay` (``arnlms`` swaps in the AR-NLMS baseline).
     ``wrap``: turns each model-driven policy (with the table and its idle power, W) into the
     one replayed (`govd.research.truth.TrueCurves`: the same policy on true curves). ``config``:
-    what else each governor is built from (`govd.eval.replay.replay`)."""
+    what else each governor is built from (`govd.eval.replay.replay`). ``table_volts``: the
+    model gets the voltage table a sweep records (``voltage_v``, one per level), as the daemon
+    takes the one a driver publishes; where ``settings`` has none and the sweep has one."""
     settings = settings or ModelSettings()
     results = []
     for sweep in sweeps:
@@ -84,6 +87,8 @@ def evaluate(
             names = list(counters)
             scales = [counter_scale(sweep.counters[n]) for n in names]
         table_settings = replace(settings, counters=tuple(names), counter_scales=tuple(scales))
+        if table_volts and not settings.volts:
+            table_settings = replace(table_settings, volts=recorded_volts(sweep))
         best = oracle_levels(sweep, target, idle_w)
         reference = mean_curve_levels(sweep, target, idle_w)
         for name in policies:
@@ -104,3 +109,17 @@ def evaluate(
             results.append((name, sweep, run, score(sweep, run, best, target, idle_w,
                                                     uses_model, reference)))
     return results
+
+
+def recorded_volts(sweep: SweepTable) -> tuple[float, ...]:
+    """The voltage per distinct core clock that ``sweep`` records (its ``voltage_v``), empty
+    where it records none, or not one positive number per clock. Units: V."""
+    text = sweep.meta.get("voltage_v", "")
+    try:
+        volts = tuple(float(v) for v in str(text).split())
+    except ValueError:
+        return ()
+    clocks = len(set(float(f) for f in sweep.levels_mhz))
+    if len(volts) != clocks or not all(math.isfinite(v) and v > 0.0 for v in volts):
+        return ()
+    return volts

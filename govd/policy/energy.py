@@ -453,7 +453,7 @@ class EnergyPolicy:
         (dl-gtx1080Ti-googlenet at 25 %: 1.007 -> 1.030), so there the hysteresis stays."""
         if not (self._deadline and self.probe_ticks):
             return self.hysteresis
-        return self.hysteresis * 0.5 ** (self._held / self.probe_ticks)
+        return float(self.hysteresis * 0.5 ** (self._held / self.probe_ticks))
 
     def _deadline_margin(self, view: Outlook) -> float:
         """The derived spread's margin under a frame deadline: ``margin``, grown to

@@ -295,7 +295,8 @@ class MeasuredMemory(EnergyPolicy):
             if lo <= level <= hi and (stats.n >= 2 or level == hi):
                 c[level - lo] = stats.mean - fastest - u[level - lo]
         above = np.minimum.accumulate(c[::-1])[::-1]
-        return u + np.append(above[1:], np.inf)
+        bound: np.ndarray = u + np.append(above[1:], np.inf)
+        return bound
 
     def _room(self, view: Outlook) -> tuple[int, float]:
         """The lowest verified level (the top where none) and the room left to the limit

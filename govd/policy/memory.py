@@ -363,6 +363,11 @@ class MeasuredMemory(EnergyPolicy):
         best = lo + int(np.argmin(energy))
         best_mj = float(energy[best - lo])
         current = view.current
+        # The hysteresis alone, not `_holds`: its "never hold a level dearer than the fastest"
+        # would read measured energies here, whose √(2 ln k) penalty can put a held verified
+        # clock a little above the top on noise alone and send the work back to the top
+        # (`_holds` measured: synergy-187-s1 at 10 % 1.106 -> 1.131, synergy-187 at 25 % over
+        # one fixed clock; bench/README.md, twentieth pass).
         if (lo <= current <= hi and ok[current - lo]
                 and energy[current - lo] <= best_mj * (1.0 + self.hysteresis)):
             return current

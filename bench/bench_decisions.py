@@ -4,6 +4,7 @@ slowdown limits. Writes bench/results/decisions.json.
 
     .venv/bin/python bench/bench_decisions.py [--form scaling|seed] [--minutes 10] [--quick]
         [--tables all|coarse] [--price-misses --out bench/results/decisions_priced.json]
+        [--unit-seed N] [--game-seed N] [--table-volts] [--only NAME,NAME]
     .venv/bin/python bench/bench_decisions.py --against bench/results/decisions.json
         [--energy-param NAME=VALUE ...] [--spread-scale K] [--only NAME,NAME]
         [--out F]
@@ -144,15 +145,26 @@ def unit_sweep(data: GpuData, name: str, units: int = 2000, unit_ms: float = 50.
                       path=name)
 
 
-def tables(minutes: float) -> list[SweepTable]:
-    """Every measured table whose data is present."""
+def reseeded(offset: int) -> Callable[..., SweepTable]:
+    """`unit_sweep` with ``offset`` added to its seed (``--unit-seed``)."""
+    if offset == 0:
+        return unit_sweep
+
+    def units(*args: Any, seed: int = 0, **kwargs: Any) -> SweepTable:
+        return unit_sweep(*args, seed=seed + offset, **kwargs)
+    return units
+
+
+def tables(minutes: float, units: Callable[..., SweepTable] = unit_sweep) -> list[SweepTable]:
+    """Every measured table whose data is present; ``units`` makes the tables of units
+    (`unit_sweep`, or `reseeded`'s)."""
     out: list[SweepTable] = []
     nv = DATA / "nv-dvfs"
     try:
         v100 = load_v100(nv)
         sim = sweep_from_data(v100, "v100", minutes, seed=0)
         sim.path = "v100-sim"
-        out += [sim, unit_sweep(v100, "v100-units")]
+        out += [sim, units(v100, "v100-units")]
         for seed in HELD_OUT_SEEDS:
             held = sweep_from_data(v100, "v100", minutes / 2, seed=seed)
             held.path = f"v100-sim-s{seed}"
@@ -168,8 +180,8 @@ def tables(minutes: float) -> list[SweepTable]:
         except NvDvfsError as exc:
             print(f"skipping {gpu}: {exc}", file=sys.stderr)
             continue
-        out += [unit_sweep(data, f"{gpu}-pairs", seed=1),
-                unit_sweep(core_slice(data), f"{gpu}-core", seed=1)]
+        out += [units(data, f"{gpu}-pairs", seed=1),
+                units(core_slice(data), f"{gpu}-core", seed=1)]
     return out
 
 
@@ -371,6 +383,12 @@ def main() -> int:
     parser.add_argument("--game-seed", type=int, default=0, metavar="N",
                         help="seed of the simulated game suite's frames (another seed: "
                              "the same scenarios, other frames)")
+    parser.add_argument("--unit-seed", type=int, default=0, metavar="N",
+                        help="added to the seed of every table made of measured kernels' "
+                             "units (`unit_sweep`: SYnergy, the -fine, -pairs, -core, "
+                             "v100-units and dl- tables): another draw of the same kernels' "
+                             "phases and unit noise (the V100 simulations and the H200 rows "
+                             "keep theirs)")
     parser.add_argument("--table-volts", action="store_true",
                         help="the model gets the voltage table a table records (the game "
                              "suite's), as the daemon takes one a driver publishes")
@@ -425,10 +443,11 @@ def main() -> int:
     elif args.out is None:
         args.out = REPO / "bench" / "results" / "decisions.json"
     minutes = 1.0 if args.quick else args.minutes
-    sweeps = tables(minutes)
+    units = reseeded(args.unit_seed)
+    sweeps = tables(minutes, units)
     games: list[SweepTable] = []
     if args.tables == "all":
-        sweeps += slowdown_tables(DATA, args.quick, unit_sweep)
+        sweeps += slowdown_tables(DATA, args.quick, units)
         games = game_tables(1.0 if args.quick else 3.0, args.game_seed)
     if args.only is not None:
         wanted = set(args.only.split(","))
@@ -446,7 +465,8 @@ def main() -> int:
     report: dict = {"command": " ".join(["bench/bench_decisions.py", *sys.argv[1:]]),
                     "machine": platform.platform(), "python": platform.python_version(),
                     "form": args.form, "price_misses": args.price_misses,
-                    "table_volts": args.table_volts, "targets": TARGETS,
+                    "table_volts": args.table_volts, "unit_seed": args.unit_seed,
+                    "targets": TARGETS,
                     "fixed_clock_targets": FIXED_CLOCK_TARGETS, "results": {}, "met": {},
                     "fixed_clock_met": {}}
     runs = [(f"{s:g}", Target(max_slowdown=s), sweeps) for s in (0.10, 0.25) if sweeps]

@@ -29,6 +29,32 @@ def test_the_coarse_tables_are_every_measured_gpu_on_its_own_grid() -> None:
 
 @pytest.mark.skipif(not (DATA / "nv-dvfs").is_dir() or not (DATA / "hkbu").is_dir(),
                     reason="the measured data (../shared/data) is not beside this checkout")
+def test_unit_seed_draws_other_units_of_the_same_kernels_and_keeps_the_simulations() -> None:
+    """``--unit-seed N``: every table of measured kernels' units is drawn with its seed + N
+    (the same kernels and grid, other phases and noise); the V100 simulations stay as they
+    are."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from bench_decisions import reseeded, tables, unit_sweep
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    from govd.sim.nvdvfs import GPUS, core_slice
+
+    assert reseeded(0) is unit_sweep
+    base = {t.path: t for t in tables(1.0)}
+    other = {t.path: t for t in tables(1.0, reseeded(2))}
+    assert base.keys() == other.keys()
+    for name in ("v100-sim", "v100-sim-s1", "gtx980-pairs"):
+        assert (other[name].time_ms == base[name].time_ms).all()
+    for name in ("v100-units", "rtx2070s-core", "gtx1080ti-pairs"):
+        assert (other[name].levels_mhz == base[name].levels_mhz).all()
+        assert not (other[name].time_ms == base[name].time_ms).all()
+    again = unit_sweep(core_slice(GPUS["rtx2070s"](DATA / "nv-dvfs")), "rtx2070s-core", seed=3)
+    assert (other["rtx2070s-core"].time_ms == again.time_ms).all()  # its seed 1, plus 2
+
+
+@pytest.mark.skipif(not (DATA / "nv-dvfs").is_dir() or not (DATA / "hkbu").is_dir(),
+                    reason="the measured data (../shared/data) is not beside this checkout")
 def test_quick_run_reports_every_table_and_target(tmp_path: Path) -> None:
     """Every row, of a table of one clock domain and of one of two, at both targets (the
     coarse tables are listed by the test above; each goes through the same rows)."""
@@ -36,10 +62,11 @@ def test_quick_run_reports_every_table_and_target(tmp_path: Path) -> None:
     tables = {"v100-units", "gtx1080ti-pairs"}
     run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_decisions.py"), "--quick",
                           "--tables", "coarse", "--only", ",".join(sorted(tables)),
-                          "--out", str(out)],
+                          "--unit-seed", "1", "--out", str(out)],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     report = json.loads(out.read_text())
+    assert report["unit_seed"] == 1
     for slowdown in ("0.1", "0.25"):
         rows = report["results"][slowdown]
         assert set(rows) == tables

@@ -370,6 +370,17 @@ def print_rows(rows: dict[str, dict], flags: dict[str, dict[str, bool]]) -> None
               f"{r['kendall_tau'] or math.nan:>6.2f}  {missed or 'ok'}")
 
 
+def seed_offset(text: str) -> int:
+    """A seed given on the command line: an integer >= 0 (numpy's generators refuse others)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--form", choices=("auto", "scaling", "seed"), default="auto")
@@ -380,10 +391,10 @@ def main() -> int:
                         help="the energy policy's price_misses (govd.policy.energy)")
     parser.add_argument("--tables", choices=("all", "coarse"), default="all",
                         help="coarse: only the nv-dvfs and hkbu tables on their own grids")
-    parser.add_argument("--game-seed", type=int, default=0, metavar="N",
+    parser.add_argument("--game-seed", type=seed_offset, default=0, metavar="N",
                         help="seed of the simulated game suite's frames (another seed: "
                              "the same scenarios, other frames)")
-    parser.add_argument("--unit-seed", type=int, default=0, metavar="N",
+    parser.add_argument("--unit-seed", type=seed_offset, default=0, metavar="N",
                         help="added to the seed of every table made of measured kernels' "
                              "units (`unit_sweep`: SYnergy, the -fine, -pairs, -core, "
                              "v100-units and dl- tables): another draw of the same kernels' "

@@ -166,6 +166,11 @@ def test_against_refuses_to_overwrite_its_report_and_reads_a_bad_one_clearly(
                               timeout=120)
     assert negative.returncode == 2 and "--spread-scale" in negative.stderr
     assert "Traceback" not in negative.stderr
+    for flag in ("--unit-seed", "--game-seed"):  # numpy's generators refuse a negative seed
+        seed = subprocess.run([sys.executable, bench, flag, "-3"], capture_output=True,
+                              text=True, timeout=120)
+        assert seed.returncode == 2 and flag in seed.stderr and "0 or more" in seed.stderr
+        assert "Traceback" not in seed.stderr
     memory = subprocess.run([sys.executable, bench, "--energy-param", "memory=1"],
                             capture_output=True, text=True, timeout=120)
     assert memory.returncode == 2 and "memory must be true or false" in memory.stderr

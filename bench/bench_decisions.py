@@ -33,7 +33,9 @@ With ``--tables all`` (the default) the fine-grid and training tables of
 `bench/decision_tables.py` (SYnergy's V100 at all 187 clocks and every 12th, nv-dvfs/hkbu
 kernels carried onto a 15 MHz grid, Caffe training iterations, and the phased training job
 govd swept on a real H200, on its swept clocks and on the GPU's 15 MHz grid, from the sweeps
-committed in bench/results) join them, and the game suite
+committed in bench/results) join them, with four made-up training-stage tables from physics
+alone (`stage-*`: compute-bound micro-batches on A40-, A100- and H100-like clock grids, the
+held-out kind issue #24 quotes; they need no data), and the game suite
 runs at 60 FPS on the mobile levels (6) and on the same fitted model at 100 clocks; each row
 is then judged against issue #24's targets (`FIXED_CLOCK_TARGETS`: never worse than one fixed
 clock, near the hedged reference, violations near the oracle's, few stress episodes), reported
@@ -75,7 +77,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from decision_tables import game_tables, slowdown_tables  # noqa: E402
+from decision_tables import game_tables, slowdown_tables, stage_tables  # noqa: E402
 
 from govd.eval.evaluate import evaluate  # noqa: E402
 from govd.eval.reference import (  # noqa: E402
@@ -397,9 +399,9 @@ def main() -> int:
     parser.add_argument("--unit-seed", type=seed_offset, default=0, metavar="N",
                         help="added to the seed of every table made of measured kernels' "
                              "units (`unit_sweep`: SYnergy, the -fine, -pairs, -core, "
-                             "v100-units and dl- tables): another draw of the same kernels' "
-                             "phases and unit noise (the V100 simulations and the H200 rows "
-                             "keep theirs)")
+                             "v100-units and dl- tables) and of the made-up stage- tables: "
+                             "another draw of the same kernels' phases and unit noise (the "
+                             "V100 simulations and the H200 rows keep theirs)")
     parser.add_argument("--table-volts", action="store_true",
                         help="the model gets the voltage table a table records (the game "
                              "suite's), as the daemon takes one a driver publishes")
@@ -458,7 +460,8 @@ def main() -> int:
     sweeps = tables(minutes, units)
     games: list[SweepTable] = []
     if args.tables == "all":
-        sweeps += slowdown_tables(DATA, args.quick, units)
+        sweeps += slowdown_tables(DATA, args.quick, units) + stage_tables(args.quick,
+                                                                           args.unit_seed)
         games = game_tables(1.0 if args.quick else 3.0, args.game_seed)
     if args.only is not None:
         wanted = set(args.only.split(","))

@@ -29,6 +29,19 @@ they are absent; nothing read here is written into govd):
   as `fine_grid` does. These files are committed with govd's results (not in ``shared/``): they
   are skipped where absent. (Until 27 Nov's second session the rows came from one upward sweep
   of the first loop run, ``*-27nov.csv``, 25 steps per clock.)
+- `stage-a40`, `stage-a100`, `stage-h100`, `stage-a100-mixed`: made up, from physics alone (no
+  file): one pipeline stage of a model's training, the kind of held-out table issue #24 quotes
+  (A40 and A100 stages, where one fixed clock well below the top saves 12-14 %). A work's time
+  is t_top · (α · f_top / f + 1 − α) (a share α of it scales with the clock), its power an idle
+  part plus a dynamic part ∝ f · V², the voltage flat at a floor below a knee and linear to the
+  top above it (`StageGpu`). Forward and backward micro-batches (`STAGE_WORKS`: compute-bound,
+  α 0.92 and 0.88) alternate every 1-3 units of ~50 ms; `-mixed` adds the optimiser step and
+  gradient exchange (memory- and wait-bound, α 0.5 and 0.2) in runs of 5-40 units after every
+  16 rounds of micro-batches (about a quarter of the units). Clock grids
+  NVML-like: an A40's 60 clocks and an A100's 38 15 MHz apart, an H100's 190 5 MHz apart. Time
+  and power carry 1 % lognormal noise per (unit, level), counters 0.5 %, as `unit_sweep`'s.
+  The constants are round figures of the public specifications (top clocks) and of the shape
+  such curves take, not fitted to any table here.
 - the game suite: `govd.sim` scenarios at 60 FPS on the calibrated mobile levels (6) and on the
   same fitted model sampled at 100 evenly spaced clocks (`fine_level_table`).
 """
@@ -39,7 +52,7 @@ import csv
 import sys
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -247,4 +260,97 @@ def game_tables(minutes: float, seed: int = 0) -> list[SweepTable]:
             sweep = simulate(scenario, table, minutes, seed)
             sweep.path = f"{scenario}@{levels}"
             out.append(sweep)
+    return out
+
+
+@dataclass(frozen=True)
+class StageGpu:
+    """A made-up GPU for the stage tables: its clock grid and its power against clock."""
+
+    name: str
+    top_mhz: float
+    clocks: int
+    step_mhz: float
+    idle_w: float
+    dynamic_w: float
+    """Dynamic power of a work of activity 1 at the top clock."""
+    knee: float = 0.55
+    """Share of the top clock below which the voltage stays at its floor."""
+    floor_v: float = 0.72
+    """The voltage floor, as a share of the top's voltage."""
+
+    def levels_mhz(self) -> np.ndarray:
+        return self.top_mhz - self.step_mhz * np.arange(self.clocks)[::-1]
+
+    def volts(self, x: np.ndarray) -> np.ndarray:
+        """Voltage over the top's at clocks ``x`` (shares of the top clock)."""
+        rising = self.floor_v + (1.0 - self.floor_v) * (x - self.knee) / (1.0 - self.knee)
+        out: np.ndarray = np.where(x <= self.knee, self.floor_v, rising)
+        return out
+
+
+@dataclass(frozen=True)
+class StageWork:
+    """One work of a training stage: the share of its time that scales with the clock, its
+    time at the top clock and its switching activity."""
+
+    name: str
+    alpha: float
+    top_ms: float
+    activity: float
+
+
+STAGE_GPUS = (StageGpu("a40", 1740.0, 60, 15.0, 60.0, 240.0),
+              StageGpu("a100", 1410.0, 38, 15.0, 50.0, 300.0),
+              StageGpu("h100", 1980.0, 190, 5.0, 80.0, 500.0))
+STAGE_WORKS = (StageWork("forward", 0.92, 48.0, 1.0), StageWork("backward", 0.88, 50.0, 0.95))
+STAGE_EXTRA = (StageWork("optimiser", 0.5, 40.0, 0.6), StageWork("exchange", 0.2, 30.0, 0.4))
+"""The `-mixed` table's other works: the optimiser step and the gradient exchange."""
+
+
+def stage_sweep(gpu: StageGpu, works: tuple[StageWork, ...], name: str, units: int,
+                runs: tuple[int, int], seed: int, extra: tuple[StageWork, ...] = (),
+                extra_runs: tuple[int, int] = (5, 40), extra_every: int = 16) -> SweepTable:
+    """``units`` units of a training stage on ``gpu`` (see the module's notes): ``works`` in
+    turn, each for a run of ``runs`` units (inclusive), and with ``extra``, after every
+    ``extra_every`` rounds of them, one of those for a run of ``extra_runs``."""
+    rng = np.random.default_rng(seed)
+    f = gpu.levels_mhz()
+    x = f / gpu.top_mhz
+    v = gpu.volts(x)
+    shape = (units, f.size)
+    work = np.empty(units, dtype=np.intp)
+    every = works + extra
+    u, turn = 0, 0
+    while u < units:
+        if extra and turn and turn % (len(works) * extra_every) == 0:
+            k, span = len(works) + int(rng.integers(len(extra))), extra_runs
+        else:
+            k, span = turn % len(works), runs
+        run = int(rng.integers(span[0], span[1] + 1))
+        work[u:u + run] = k
+        u += run
+        turn += 1
+    alpha = np.array([w.alpha for w in every])[work, None]
+    top_ms = np.array([w.top_ms for w in every])[work, None]
+    activity = np.array([w.activity for w in every])[work, None]
+    time_ms = top_ms * (alpha / x + 1.0 - alpha) * rng.lognormal(0.0, 0.01, shape)
+    power_w = (gpu.idle_w + gpu.dynamic_w * activity * x * v * v) * rng.lognormal(0.0, 0.01,
+                                                                                    shape)
+    counters = {"sm_active": alpha * rng.lognormal(0.0, 0.005, shape),
+                "dram_active": (1.0 - alpha) * rng.lognormal(0.0, 0.005, shape)}
+    return SweepTable(levels_mhz=f, time_ms=time_ms, power_w=power_w, mem_levels_mhz=None,
+                      counters=counters, meta={"idle_power_w": f"{gpu.idle_w:g}",
+                                               "source": name}, path=name)
+
+
+def stage_tables(quick: bool, seed: int = 0) -> list[SweepTable]:
+    """The made-up training-stage tables (see the module's notes); ``seed`` is added to each
+    table's own (``--unit-seed``). ``quick``: a few hundred units each."""
+    units = 300 if quick else 2000
+    out = [stage_sweep(gpu, STAGE_WORKS, f"stage-{gpu.name}", units, (1, 3), seed + i)
+           for i, gpu in enumerate(STAGE_GPUS)]
+    a100 = STAGE_GPUS[1]
+    out.append(stage_sweep(a100, STAGE_WORKS, "stage-a100-mixed", units, (1, 3),
+                           seed + len(STAGE_GPUS), extra=STAGE_EXTRA))
     return out

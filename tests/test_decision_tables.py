@@ -1,7 +1,7 @@
 """The tables bench/bench_decisions.py judges decisions on beyond nv-dvfs and hkbu
 (bench/decision_tables.py): a coarse grid carried onto a fine one, a grid thinned, a fitted
 level table sampled at 100 clocks, the SYnergy and dlbench files read whole, and a real GPU's
-two sweeps made into the phased job's units."""
+two sweeps made into the phased job's units, and the training stages made up from physics."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from decision_tables import (  # noqa: E402
     load_dlbench,
     load_synergy,
     phased_sweeps,
+    stage_tables,
     thin,
 )
 
@@ -143,3 +144,35 @@ def test_the_h200_tables_come_from_the_committed_sweeps_on_both_grids() -> None:
     assert coarse.levels_mhz.size == 29 and fine.levels_mhz.size == 110
     assert np.all(np.diff(fine.levels_mhz) == pytest.approx(15.0))
     np.testing.assert_allclose(fine.time_ms[:, [0, -1]], coarse.time_ms[:, [0, -1]])
+
+
+def test_stage_tables_are_training_stages_whose_time_grows_at_most_as_one_over_f() -> None:
+    """The made-up stage tables: NVML-like grids ending at the top clock, time within 1/f of
+    the top (a unit's 1 % noise aside) and power falling with the clock, the clock
+    f_top / 1.1 inside a 10 % limit for the compute-bound micro-batches, the optimiser and
+    exchange only in `-mixed`, and ``seed`` drawing other units on the same grids."""
+    tables = {t.path: t for t in stage_tables(quick=True)}
+    assert set(tables) == {"stage-a40", "stage-a100", "stage-h100", "stage-a100-mixed"}
+    steps = {"stage-a40": (60, 15.0, 1740.0), "stage-a100": (38, 15.0, 1410.0),
+             "stage-h100": (190, 5.0, 1980.0), "stage-a100-mixed": (38, 15.0, 1410.0)}
+    for name, t in tables.items():
+        clocks, step, top = steps[name]
+        f = t.levels_mhz
+        assert t.units == 300 and f.size == clocks and f[-1] == top
+        assert np.allclose(np.diff(f), step)
+        ratio = t.time_ms / t.time_ms[:, -1:]
+        noise = np.exp(5 * 0.01 * np.sqrt(2.0))  # five deviations of a ratio's noise
+        assert np.all(ratio <= f[-1] / f * noise)
+        power = np.median(t.power_w, axis=0)
+        assert np.all(np.diff(power[::-10]) < 0.0)  # every tenth clock down from the top
+        compute = t.counters["sm_active"][:, -1] > 0.8
+        at = int(np.searchsorted(f, f[-1] / 1.1))
+        assert np.median(ratio[compute, at]) < 1.1
+        extra = (~compute).mean()
+        assert (0.1 < extra < 0.5) if name.endswith("-mixed") else extra == 0.0
+    again = {t.path: t for t in stage_tables(quick=True)}
+    other = {t.path: t for t in stage_tables(quick=True, seed=1)}
+    for name, t in tables.items():
+        assert np.array_equal(again[name].time_ms, t.time_ms)
+        assert np.array_equal(other[name].levels_mhz, t.levels_mhz)
+        assert not np.array_equal(other[name].time_ms, t.time_ms)

@@ -193,7 +193,6 @@ class EnergyPolicy:
         self._held = 0
         self._probes = 0
         self._wait = probe_ticks
-        self._deadline = False
         if not (math.isfinite(hysteresis) and 0.0 <= hysteresis < 1.0):
             raise ValueError(f"hysteresis must be in [0, 1), got {hysteresis!r}")
         self.margin = margin
@@ -241,7 +240,6 @@ class EnergyPolicy:
     def decide(self, view: Outlook) -> int:
         """The least-energy feasible level in [lo, hi]; the fastest allowed if none."""
         self._learn_margin(view)
-        self._deadline = view.target.fps is not None
         self._spreads = _ratio_spreads(view.predictions)
         self._refused = None
         self._z = self.confidence
@@ -427,12 +425,12 @@ class EnergyPolicy:
             best_mj < math.inf
             and view.lo <= current <= view.hi
             and time_ms[current] <= limit_ms
-            and self._holds(float(energy_mj[current]), best_mj, best == hi)
+            and self._holds(view, float(energy_mj[current]), best_mj, best == hi)
         ):
             return current
         return best
 
-    def _holds(self, held: float, best: float, best_is_fastest: bool) -> bool:
+    def _holds(self, view: Outlook, held: float, best: float, best_is_fastest: bool) -> bool:
         """Whether the running level, at ``held`` (its predicted energy, or cost), is kept
         against the winner at ``best``: unless the winner saves more than ``hysteresis`` of
         it, and never where the winner is the fastest allowed level and the running level
@@ -442,16 +440,16 @@ class EnergyPolicy:
         5 % of units over a 10 % limit, more energy than the top)."""
         if best_is_fastest and held > best:
             return False
-        return held <= best * (1.0 + self._hysteresis_now())
+        return held <= best * (1.0 + self._hysteresis_now(view))
 
-    def _hysteresis_now(self) -> float:
+    def _hysteresis_now(self, view: Outlook) -> float:
         """``hysteresis``, halved under a frame deadline for every ``probe_ticks`` ticks the
         choice has held (`_holds`). Measured on the game suite (`bench_decisions.py`, three
         seeds): game-light on 100 levels went 1.029 -> 1.020 (one fixed clock 1.018), with no
         row of the thirty over one fixed clock that was not before; under a slowdown limit
         the same decay let the choice follow the model's noise across (core, memory) pairs
         (dl-gtx1080Ti-googlenet at 25 %: 1.007 -> 1.030), so there the hysteresis stays."""
-        if not (self._deadline and self.probe_ticks):
+        if view.target.fps is None or not self.probe_ticks:
             return self.hysteresis
         return float(self.hysteresis * 0.5 ** (self._held / self.probe_ticks))
 
@@ -499,7 +497,7 @@ class EnergyPolicy:
         best_mj = float(e[best - lo])
         current = view.current
         if (lo <= current <= hi and ok[current - lo]
-                and self._holds(float(energy_mj[current]), best_mj, best == hi)):
+                and self._holds(view, float(energy_mj[current]), best_mj, best == hi)):
             return current
         return best
 
@@ -543,7 +541,8 @@ class EnergyPolicy:
         best = int(np.argmin(cost))
         current = view.current - lo
         if (0 <= current < cost.size and np.isfinite(cost[current])
-                and self._holds(float(cost[current]), float(cost[best]), best == cost.size - 1)):
+                and self._holds(view, float(cost[current]), float(cost[best]),
+                                best == cost.size - 1)):
             best = current
         self._price = min(max(self._price + PRICE_RATE * (float(chance[best])
                                                           - self.miss_budget), 0.0), MAX_PRICE)
@@ -627,7 +626,6 @@ class EnergyPolicy:
         self._held = 0
         self._probes = 0
         self._wait = self.probe_ticks
-        self._deadline = False
         self.guard.reset()
 
 

@@ -137,6 +137,41 @@ def test_one_work_moving_between_two_clocks_stays_one_work_where_the_curve_is_wr
     assert math.log(p.time_ms[0] / p.time_ms[-1]) < 0.3
 
 
+def test_an_unphysical_fit_is_moved_along_what_its_pairs_left_unknown() -> None:
+    """`project_coefficients` against a brute-force search of the feasible set, and on the
+    case that needs it: pairs measured only between the top and u = 0.92 (a flat work) fix
+    c0·u + c1·u² = 0 there and leave the rest to the prior; the nearest physical curve keeps
+    that measurement (clamping c1 alone made it 10 %)."""
+    u_max = 0.92
+    rng = np.random.default_rng(3)
+    g0, g1 = np.meshgrid(np.linspace(0.0, s.MAX_SLOPE, 401), np.linspace(-2.0, 2.0, 801))
+    feasible = (g0 + 2 * u_max * g1 >= 0) & (g0 + 2 * u_max * g1 <= s.MAX_SLOPE)
+    for _ in range(40):
+        c = rng.normal(0.5, 1.5, 2)
+        a = rng.normal(size=(2, 2))
+        q = a @ a.T + 0.01 * np.eye(2)
+        got = c.copy()
+        s.project_coefficients(got, q.ravel(), 2, u_max)
+        assert s._physical(got[0], got[1], 2 * u_max)
+        d = np.stack([g0 - c[0], g1 - c[1]])
+        dist = np.einsum("iab,ij,jab->ab", d, np.linalg.inv(q), d)
+        dist[~feasible] = np.inf
+        mine = (got - c) @ np.linalg.inv(q) @ (got - c)
+        assert mine <= dist.min() + 1e-6
+        if s._physical(c[0], c[1], 2 * u_max):
+            np.testing.assert_array_equal(got, c)
+    measured = np.array([u_max, u_max**2])
+    fit = np.array([0.5, 0.0]) - 0.297 * measured  # the prior moved along the one pair seen
+    q = 1e-4 * np.outer(measured, measured) / (measured @ measured)
+    q += 1.0 * np.outer([-measured[1], measured[0]], [-measured[1], measured[0]])
+    got = fit.copy()
+    s.project_coefficients(got, q.ravel(), 2, u_max)
+    assert abs(got @ measured) < 0.01
+    clamped = fit.copy()
+    s.clamp_coefficients(clamped, 2, u_max)
+    assert clamped @ measured > 0.09
+
+
 def test_power_shape_learns_the_visited_levels_and_stays_monotone() -> None:
     truth = np.array([60.0, 80.0, 120.0, 150.0, 200.0])
     model = ScalingModel(LEVELS)

@@ -27,9 +27,11 @@ new operating point, not a surprise.
   coefficients' prior standard deviation is ``prior_sd`` at the prior noise level): an unexcited
   direction keeps the prior's variance, never 1e14, and cannot explode. Covariance wind-up under
   forgetting is bounded by a trace clamp at the prior's trace.
-- Physical sanity: the coefficients in force are clamped so that the log-slope of time against
+- Physical sanity: the coefficients in force are kept so that the log-slope of time against
   u stays in [0, 2] over the table (time never falls as the clock falls, nor grows faster than
-  1/f²), and c_m in [0, 1.5].
+  1/f²), and c_m in [0, 1.5]: a work's own curve is moved there the least in the metric of
+  its covariance (`project_coefficients`, keeping what its pairs measured), the global one
+  clamped.
 - Uncertainty: with λ = 1 the coefficients' covariance is σ²·P, σ the noise of a pair's log
   ratio, estimated online (`ratio_error`, blended with ``noise_prior`` until ~20 pairs are
   seen). Each level gets the standard deviation of its predicted log ratio to the running level
@@ -220,6 +222,71 @@ def clamp_coefficients(out: FloatArray, nb: int, u_max: float) -> None:
     out[0] = c0
     if nb > 2:
         out[2] = min(max(out[2], 0.0), 1.5)
+
+
+@njit(cache=True)
+def _physical(c0: float, c1: float, k: float) -> bool:
+    """Whether the log-slope c0 + c1·2u lies in [0, MAX_SLOPE] at u = 0 and at 2u = ``k``
+    (it is linear in u: then everywhere between)."""
+    tol = 1e-12
+    return (-tol <= c0 <= MAX_SLOPE + tol) and (-tol <= c0 + k * c1 <= MAX_SLOPE + tol)
+
+
+@njit(cache=True)
+def project_coefficients(c: FloatArray, q: FloatArray, nb: int, u_max: float) -> None:
+    """Make the fitted [c0, c1(, cm)] physical (`clamp_coefficients`' bounds) by moving them
+    the least in the metric of their covariance ``q`` (nb × nb, flattened): along what the
+    pairs left unknown, not across what they measured. Clamping c1 alone undid the fit: a
+    flat work measured only at the top and one clock far below learned a slope and a
+    curvature that cancel there, and the clamped curve called that clock 10 % slower than
+    the top it had measured it equal to. The nearest point of the feasible parallelogram
+    lies on one of its four edges or at one of its corners."""
+    if nb > 2:
+        c[2] = min(max(c[2], 0.0), 1.5)
+    a0 = c[0]
+    a1 = c[1]
+    k = 2.0 * u_max
+    if _physical(a0, a1, k):
+        return
+    q00 = q[0]
+    q01 = q[1]
+    q11 = q[nb + 1]
+    ridge = 1e-9 * (abs(q00) + abs(q11)) + 1e-300
+    q00 += ridge
+    q11 += ridge
+    best = math.inf
+    b0 = 0.0
+    b1 = 0.0
+    for i in range(4):  # edges: c0 = 0, c0 = S, c0 + k·c1 = 0, c0 + k·c1 = S
+        n1 = 0.0 if i < 2 else k
+        rhs = 0.0 if i % 2 == 0 else MAX_SLOPE
+        r = a0 + n1 * a1 - rhs
+        g0 = q00 + q01 * n1
+        g1 = q01 + q11 * n1
+        ss = g0 + n1 * g1
+        if not ss > 0.0:
+            continue
+        p0 = a0 - g0 * r / ss
+        p1 = a1 - g1 * r / ss
+        if _physical(p0, p1, k) and r * r / ss < best:
+            best = r * r / ss
+            b0 = p0
+            b1 = p1
+    det = q00 * q11 - q01 * q01
+    if det > 0.0:  # or a corner
+        for i in range(4):
+            p0 = 0.0 if i < 2 else MAX_SLOPE
+            p1 = (0.0 if i % 2 == 0 else MAX_SLOPE) / k - p0 / k
+            d0 = p0 - a0
+            d1 = p1 - a1
+            d = (q11 * d0 * d0 - 2.0 * q01 * d0 * d1 + q00 * d1 * d1) / det
+            if d < best:
+                best = d
+                b0 = p0
+                b1 = p1
+    c[0] = min(max(b0, 0.0), MAX_SLOPE)
+    c[1] = b1
+    clamp_coefficients(c, nb, u_max)  # rounding
 
 
 @njit(cache=True)
@@ -717,7 +784,7 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
             coef[b] = sl_c[slot, b]
         for i in range(nb * nb):
             q[i] = sl_p[slot, i]
-        clamp_coefficients(coef, nb, cf[U_MAX])
+        project_coefficients(coef, q, nb, cf[U_MAX])
     else:
         coefficients_now(beta, z, nb, cf[U_MAX], coef)
         _fold(state, off, q)
@@ -988,6 +1055,7 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
     if slot >= 0:
         c = np.array(v["slot_c"][slot])
         q = v["slot_p"][slot].reshape(nb, nb)
+        project_coefficients.py_func(c, v["slot_p"][slot], nb, cf[U_MAX])
     else:
         c = v["beta"].reshape(nb, nz) @ z
         zb = np.kron(np.eye(nb), z.reshape(-1, 1))  # [m, nb]: column b holds z in block b

@@ -137,6 +137,37 @@ def test_one_work_moving_between_two_clocks_stays_one_work_where_the_curve_is_wr
     assert math.log(p.time_ms[0] / p.time_ms[-1]) < 0.3
 
 
+def test_work_that_comes_back_is_judged_by_its_own_curve_not_the_one_other_work_taught() -> None:
+    """Without counters only time tells works apart. Memory-bound work (flat) teaches its slot
+    its curve, compute-bound work (time as 1/f) then teaches the global curve its own, and the
+    memory-bound work comes back: every move between the two clocks is far off the global
+    curve, but the slot it came back to expects it. Judged by the global curve alone, each
+    tick at the low clock read as new work, its slot knew no time at the top, and the energy
+    policy anchored it there every other tick (`test_policy_memory`'s fine table at 25 %:
+    half a phase at the top, 1.100 x the oracle)."""
+    model = ScalingModel(LEVELS)
+    rng = np.random.default_rng(7)
+    lo, hi = LEVELS[0], LEVELS[-1]
+
+    def phase(top_ms: float, slope: float, ticks: int) -> list[int]:
+        ids = []
+        for k in range(ticks):
+            f = lo if k % 2 else hi
+            model.update(top_ms * (hi / f) ** slope * rng.lognormal(0, 0.01), f, power_w=100.0,
+                         busy=1.0)
+            ids.append(model.predictions().work_id)
+        return ids
+
+    first = phase(5.0, 0.0, 60)
+    phase(20.0, 1.0, 60)
+    made = model.sc[s.SLOTS_MADE]
+    again = phase(5.0, 0.0, 60)
+    assert set(again[2:]) == {first[-1]}, "the work split over one slot per clock"
+    assert model.sc[s.SLOTS_MADE] == made
+    p = model.predictions()
+    assert math.log(p.time_ms[0] / p.time_ms[-1]) < 0.3  # flat, not the global 1/f (0.92)
+
+
 def test_an_unphysical_fit_is_moved_along_what_its_pairs_left_unknown() -> None:
     """`project_coefficients` against a brute-force search of the feasible set, and on the
     case that needs it: pairs measured only between the top and u = 0.92 (a flat work) fix

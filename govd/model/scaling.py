@@ -22,7 +22,10 @@ new operating point, not a surprise.
   every unit weighs the same. A pair whose counters moved by more than ``same_work`` (relative)
   or whose time ratio lies outside what any work could do at those clocks (between no scaling
   and a log-slope of 2, ± ``gate``) is a change of work, not a measurement of scaling: it is
-  counted (`GATED`) and not learned from.
+  counted (`GATED`) and not learned from. So is a pair far off the prediction (`_expected`),
+  unless the curve of the work's own slot expects it (`_slot_expects`: the global curve is
+  shared by all work, and work that comes back after other work taught it another curve
+  would read as new work at every move) or two surprises came before it.
 - Regularisation: RLS from a real prior (P0 = p0·I, p0 = (prior_sd / noise_prior)², so the
   coefficients' prior standard deviation is ``prior_sd`` at the prior noise level): an unexcited
   direction keeps the prior's variance, never 1e14, and cannot explode. Covariance wind-up under
@@ -463,6 +466,39 @@ def _plausible(y: float, db: FloatArray, gate: float, nb: int) -> bool:
 
 
 @njit(cache=True)
+def _slot_expects(state: FloatArray, off: IntArray, y: float, db: FloatArray) -> bool:
+    """Whether the current slot's own curve expects the log time ratio ``y`` of a move with
+    basis change ``db`` (the `_expected` gate with the slot's coefficients and covariance: a
+    slot that has learned few pairs expects almost anything plausible). The global curve is a
+    prior shared by all work: work that comes back after other work taught it another curve
+    would fail its gate at every move, each move would read as other work, and the work would
+    split over one slot per clock."""
+    cf = _sec(state, off, CF)
+    sc = _sec(state, off, SC)
+    j = int(sc[CUR_SLOT])
+    if cf[N_SLOTS] == 0.0 or j < 0 or cf[ALGO] != ALGO_RLS:
+        return False
+    nb = off[HDR_NB]
+    c = _sec(state, off, CG)  # scratch: `_remember` recomputes it
+    sl_c = _mat(state, off, SLOT_C, nb)
+    for b in range(nb):
+        c[b] = sl_c[j, b]
+    project_coefficients(c, _mat(state, off, SLOT_P, nb * nb)[j], nb, cf[U_MAX])
+    p_slot = _mat(state, off, SLOT_P, nb)[j * nb:(j + 1) * nb]
+    e = y
+    for b in range(nb):
+        e -= db[b] * c[b]
+    return _expected(e, p_slot, db[:nb], sc, cf)
+
+
+@njit(cache=True)
+def _slot_learned(state: FloatArray, off: IntArray) -> bool:
+    """Whether the current slot has learned at least two pairs of its own."""
+    j = int(_sec(state, off, SC)[CUR_SLOT])
+    return j >= 0 and _mat(state, off, SLOT_META, N_META)[j, PAIRS] >= 2.0
+
+
+@njit(cache=True)
 def refresh_shape(lv: FloatArray, lrho0: FloatArray, delta: FloatArray, lreff: FloatArray
                   ) -> None:
     """The power shape in force: the prior plus the learned offsets, made non-decreasing in
@@ -517,11 +553,15 @@ def _fold(state: FloatArray, off: IntArray, q: FloatArray) -> None:
 
 @njit(cache=True)
 def _remember(state: FloatArray, off: IntArray, t_ms: float, learned: bool, y: float,
-              keep: bool) -> float:
+              keep: bool, tentative: bool) -> float:
     """Find (or make) the slot of the work this tick ran, and teach it the pair just learned
-    from. With ``keep`` (the tick before ran the same work: the same counters and power, and
-    either a time within ``SLOT_TOL`` at the same clock or, with counters, a plausible ratio
-    across a move) the current slot stays. Matched by the signature alone, a move between two
+    from if the tick before ran in the same slot. With ``keep`` (the tick before ran the same
+    work: the same counters and power, and either a time within ``SLOT_TOL`` at the same
+    clock or, across a move, counters, a curve the slot learned or a surprise come three
+    times) the current slot stays; with ``tentative`` (across a move, a slot that has learned
+    too little to judge expects it) it stays unless another slot's signature matches: a
+    surprise that made a new slot is not that slot's curve when the next tick is the old
+    work's again. Matched by the signature alone, a move between two
     clocks where the global curve is wrong for this work read as other work: the work split
     over two slots, one per clock, a change of work at every move, a curve never corrected,
     and the policy probing the "new" work again and again.
@@ -546,9 +586,12 @@ def _remember(state: FloatArray, off: IntArray, t_ms: float, learned: bool, y: f
     s0 = math.log(t_ms)
     for b in range(nb):
         s0 -= cg[b] * bnow[b]
-    j = int(sc[CUR_SLOT]) if keep else -1
+    before = int(sc[CUR_SLOT])
+    j = before if keep else -1
     if j < 0:
         j = find_slot(sig, meta, s0, z, cf[SLOT_TOL], cf[SAME_WORK])
+    if j < 0 and tentative:
+        j = before
     if j < 0:
         j = oldest_slot(meta)
         _fold(state, off, q)
@@ -569,7 +612,7 @@ def _remember(state: FloatArray, off: IntArray, t_ms: float, learned: bool, y: f
     meta[j, U_SEEN] = max(meta[j, U_SEEN], bnow[0])
     sc[CUR_SLOT] = j
     e = math.nan
-    if learned:
+    if learned and j == before:  # a pair across two works' slots is neither's curve
         db = _sec(state, off, BPREV)  # holds Δβ of the pair just learned
         if meta[j, PAIRS] >= 2.0:
             e = y
@@ -646,6 +689,7 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
     same = False
     learned = False
     keep = False
+    tentative = False
     y = 0.0
     if valid:
         level = nearest_level(fc, fm, lv, two)
@@ -670,16 +714,24 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
                         h[b * nz + j] = db[b] * zj
                 for i in range(m):
                     fit += h[i] * beta[i]
-                expected = _expected(y - fit, P, h, sc, cf) or sc[REJECTS] >= 2.0
                 plausible = same and _plausible(y, db, cf[GATE], nb)
+                own = plausible and _slot_expects(state, off, y, db)
+                forced = sc[REJECTS] >= 2.0
+                fits = forced or _expected(y - fit, P, h, sc, cf)
+                expected = own or fits
                 if plausible and not expected:
                     sc[REJECTS] += 1.0
                 else:
                     sc[REJECTS] = 0.0
-                # across a move only counters tell the work apart: by time alone, other
-                # work and a curve wrong for this one look the same
-                keep = plausible and nx > 0
-                if plausible and expected:
+                # across a move only counters, a curve this work has taught its slot, or a
+                # surprise come three times (the curve is wrong, not the work) tell the work
+                # apart: by time alone, other work and a wrong curve look the same
+                learned_slot = _slot_learned(state, off)
+                keep = plausible and (nx > 0 or (own and learned_slot) or forced)
+                tentative = own and not learned_slot
+                if plausible and own and not fits:
+                    learned = True  # the slot's curve, not the global one
+                elif plausible and expected:
                     e = y - fit
                     if cf[ALGO] == ALGO_RLS:
                         rc = rls_update(beta, P, h, y, cf[LAM], cf[MAX_TRACE],
@@ -706,7 +758,8 @@ def scaling_tick(state: FloatArray, off: IntArray, x: FloatArray, t_ms: float, f
                 flags |= WORK_CHANGED
         if cf[N_SLOTS] > 0:
             slot_before = sc[CUR_SLOT]
-            e_slot = _remember(state, off, t_ms, learned, y if learned else 0.0, keep)
+            e_slot = _remember(state, off, t_ms, learned, y if learned else 0.0, keep,
+                               tentative)
             if np.isfinite(e_slot):
                 note_error(sc, e_slot)
             if slot_before >= 0.0 and sc[CUR_SLOT] != slot_before:
@@ -861,7 +914,7 @@ def _basis_ref(fc: float, fm: float, lv: FloatArray, u_max: float, nb: int) -> F
 
 
 def _remember_ref(v: dict[str, FloatArray], t_ms: float, learned: bool, y: float,
-                  keep: bool) -> float:
+                  keep: bool, tentative: bool) -> float:
     """NumPy reference of `_remember`."""
     sc, cf, z, bnow = v["sc"], v["cf"], v["z"], v["bnow"]
     nb = bnow.size
@@ -877,9 +930,12 @@ def _remember_ref(v: dict[str, FloatArray], t_ms: float, learned: bool, y: float
     ref = np.maximum(np.maximum(np.abs(z[1:]), np.abs(sig[:, 1:])), COUNTER_FLOOR)
     dx2 = ((z[1:] - sig[:, 1:]) / (cf[SAME_WORK] * ref)) ** 2
     fits = used & (dt2 <= 1.0) & np.all(dx2 <= 1.0, axis=1)
-    j = int(sc[CUR_SLOT]) if keep else -1
+    before = int(sc[CUR_SLOT])
+    j = before if keep else -1
     if j < 0 and fits.any():
         j = int(np.argmin(np.where(fits, dt2 + dx2.sum(axis=1), np.inf)))
+    if j < 0 and tentative:
+        j = before
     if j >= 0:
         sig[j] += 0.1 * (np.concatenate(([s0], z[1:])) - sig[j])
     else:
@@ -896,7 +952,7 @@ def _remember_ref(v: dict[str, FloatArray], t_ms: float, learned: bool, y: float
     meta[j, U_SEEN] = max(meta[j, U_SEEN], bnow[0])
     sc[CUR_SLOT] = j
     e = math.nan
-    if learned:
+    if learned and j == before:
         db = v["bprev"]
         if meta[j, PAIRS] >= 2.0:
             e = y - float(db @ sl_c[j])
@@ -930,7 +986,7 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
     else:
         v["z"][0] = 1.0
     z = v["z"]
-    level, same, learned, keep = -1, False, False, False
+    level, same, learned, keep, tentative = -1, False, False, False, False
     distance = np.log(fc / lv[CORE]) ** 2 + (np.log(fm / lv[MEM]) ** 2 if two else 0.0)
     if valid:
         level = int(np.argmin(distance))
@@ -956,12 +1012,25 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
                 var = ((n_e * sc[ERR2] + ERR_PRIOR_PAIRS * cf[SIGMA0] ** 2)
                        / (n_e + ERR_PRIOR_PAIRS))
                 hph = float(h @ (v["P"] @ h))
-                expected = ((y - fit) ** 2 <= INNOVATION_Z**2 * var * (1.0 + max(hph, 0.0))
-                            or sc[REJECTS] >= 2.0)
                 plausible = same and lo <= y <= hi
+                own = False
+                j = int(sc[CUR_SLOT])
+                if plausible and cf[N_SLOTS] > 0 and j >= 0:
+                    c = np.array(v["slot_c"][j])
+                    project_coefficients.py_func(c, v["slot_p"][j], nb, cf[U_MAX])
+                    pj = v["slot_p"][j].reshape(nb, nb)
+                    own = bool((y - float(db @ c)) ** 2
+                               <= INNOVATION_Z**2 * var * (1.0 + max(float(db @ pj @ db), 0.0)))
+                forced = sc[REJECTS] >= 2.0
+                fits = forced or (y - fit) ** 2 <= INNOVATION_Z**2 * var * (1.0 + max(hph, 0.0))
+                expected = own or fits
                 sc[REJECTS] = sc[REJECTS] + 1.0 if (plausible and not expected) else 0.0
-                keep = plausible and nx > 0
-                if plausible and expected:
+                learned_slot = j >= 0 and v["slot_meta"][j, PAIRS] >= 2.0
+                keep = plausible and (nx > 0 or (own and learned_slot) or forced)
+                tentative = own and not learned_slot
+                if plausible and own and not fits:
+                    learned = True  # the slot's curve, not the global one
+                elif plausible and expected:
                     e = y - fit
                     rc = rls_update_ref(v["beta"], v["P"], h, y, cf[LAM], cf[MAX_TRACE],
                                         v["beta0"], cf[P0])
@@ -984,7 +1053,7 @@ def scaling_tick_ref(state: FloatArray, off: IntArray, x: FloatArray, t_ms: floa
         if cf[N_SLOTS] > 0:
             v["bprev"][:] = db
             slot_before = sc[CUR_SLOT]
-            e_slot = _remember_ref(v, t_ms, learned, y if learned else 0.0, keep)
+            e_slot = _remember_ref(v, t_ms, learned, y if learned else 0.0, keep, tentative)
             if np.isfinite(e_slot):
                 note_error.py_func(sc, e_slot)
             if slot_before >= 0.0 and sc[CUR_SLOT] != slot_before:

@@ -287,7 +287,7 @@ def project_coefficients(c: FloatArray, q: FloatArray, nb: int, u_max: float) ->
                 best = d
                 b0 = p0
                 b1 = p1
-    c[0] = min(max(b0, 0.0), MAX_SLOPE)
+    c[0] = b0
     c[1] = b1
     clamp_coefficients(c, nb, u_max)  # rounding
 

@@ -235,7 +235,8 @@ def check(sweep: SweepTable, budget: float) -> dict[str, float | str]:
                 float(missed[units, levels].mean()) - oracle_rate)
 
     static = static_reference_level(sweep, target, idle_w)
-    static_own = static_reference_level(sweep, target, idle_w, excess=OWN_EXCESS)
+    own = score(np.full(sweep.units, static_reference_level(sweep, target, idle_w,
+                                                             excess=OWN_EXCESS)))
     leader = score(follow_the_leader(energy, missed, oracle_missed))
     log_f = np.log(sweep.levels_mhz)
     searched = _best([(*score(search(log_f, missed, s, a)), f"step {s:g}, aim {a:g}")
@@ -253,8 +254,7 @@ def check(sweep: SweepTable, budget: float) -> dict[str, float | str]:
     return {
         "static": score(np.full(sweep.units, static))[0],
         "static_mhz": float(sweep.levels_mhz[static]),
-        "static_own": score(np.full(sweep.units, static_own))[0],
-        "static_own_excess": score(np.full(sweep.units, static_own))[1],
+        "static_own": own[0], "static_own_excess": own[1],
         "leader": leader[0], "leader_excess": leader[1],
         "search": searched[0], "search_excess": searched[1], "search_setting": searched[2],
         "anchored": anchored[0], "anchored_excess": anchored[1],

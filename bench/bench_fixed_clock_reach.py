@@ -52,7 +52,11 @@ top to measure them. Per single-clock slowdown table of `bench_decisions.py` and
 
 The tables are `bench_decisions.py`'s single-clock slowdown tables, the made-up training
 stages (`stage-*`) among them. Tables missing from ../shared/data are skipped with a message,
-as in `bench_decisions.py`.
+as in `bench_decisions.py`. The committed `results/fixed_clock_reach.json` is the thirteenth
+pass's run (no stage tables, no ``static_own``), which bench/README.md's prose and generated
+table quote; the run with both is `results/fixed_clock_reach-25th-pass.json`, written with
+``--out``. A run to the default path replaces the former: regenerate the README's tables
+(`readme_tables.py`) and reread the prose that quotes it.
 """
 
 from __future__ import annotations

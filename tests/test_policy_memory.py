@@ -229,6 +229,70 @@ def test_a_clock_measured_near_the_limit_is_undecided_and_the_top_is_measured_ag
     assert not policy._top_short
 
 
+def test_a_clock_is_verified_by_one_units_deviation_not_by_the_means_doubt_added_to_it() -> None:
+    """Ten ticks at the top and at 1800 MHz, 18.1 % slower, under a 25 % limit: the next
+    unit's ratio there, its noise and the mean's error added as independent deviations
+    (2.58 · √(2σ² + sd²) = 3.8 %), stays inside log 1.25 = 22.3 %, so the clock is verified.
+    The mean's ``z`` deviations added to a unit's margin (2 · 0.45 % + 3.6 %) would leave it
+    undecided for as long as the work runs: on the made-up A40 stage at 10 % the clock one fixed
+    clock runs sat 0.1 % inside the limit after the margin and was never verified."""
+    policy, view = judged([(5, 0.0, 10), (3, 0.181, 10)])
+    sd = 0.01 * math.sqrt(1 / 10 + 1 / 10)
+    assert 0.181 + 2.0 * sd > policy._limit(view)  # both doubts added: not verified
+    assert policy._verified is not None and policy._verified[3]
+    policy, _ = judged([(5, 0.0, 10), (3, 0.186, 10)])  # 0.186 + 3.8 % is over the budget
+    assert not policy._verified[3] and policy._undecided[3]
+
+
+def test_the_unit_margin_follows_the_miss_budget() -> None:
+    assert MeasuredMemory()._unit_z == pytest.approx(2.5758, abs=1e-4)
+    assert MeasuredMemory(miss_budget=0.02)._unit_z == pytest.approx(2.0537, abs=1e-4)
+    levels = np.array([1500.0, 2000.0])
+    view = SimpleNamespace(levels_mhz=levels, lo=0, hi=1, target=Target(max_slowdown=0.1))
+    strict, loose = MeasuredMemory(), MeasuredMemory(miss_budget=0.02)
+    strict._noise = loose._noise = 0.01
+    assert loose._limit(view) - strict._limit(view) == pytest.approx(
+        (2.5758 - 2.0537) * math.sqrt(2.0) * 0.01, abs=1e-5)
+
+
+def test_the_top_is_measured_again_only_where_its_ticks_could_verify_the_clock() -> None:
+    """A clock whose own mean keeps it from being verified however often the top is measured
+    (18.9 % slower, 40 ticks: 18.9 % + 2.58 · σ · √(2 + 1/40) is over log 1.25) sends no more
+    ticks to the top: on the made-up A100 stage with an optimiser step at 25 %, 1155 MHz sat on
+    the limit for the forward micro-batch, and the top ran every time its count fell behind
+    the clock's (1.105 of the oracle's energy against one fixed clock's 1.059)."""
+    policy, _ = judged([(5, 0.0, 1), (2, 0.189, 40)])
+    assert policy._undecided is not None and policy._undecided[2]
+    assert not policy._top_short
+    policy, _ = judged([(5, 0.0, 1), (2, 0.18, 40)])  # the top's ticks could verify this one
+    assert policy._undecided[2] and policy._top_short
+
+
+def test_between_two_verified_clocks_the_cheaper_runs_without_hysteresis() -> None:
+    """1900 MHz and 1800 MHz both verified, 1800 MHz 1 % cheaper by their measured energies
+    (less than the 2 % hysteresis): the work moves there, as it would not from a clock the
+    memory had not verified (the A40 stage held the first clock it verified, 1.3 % dearer than
+    one it had verified two levels lower)."""
+    energy = {5: [0.0] * 20, 4: [-0.02] * 20, 3: [-0.03] * 20}
+    entries = [(5, 0.0, 20), (4, 0.05, 20), (3, 0.10, 20)]
+    policy, _ = judged(entries, energy=energy)
+    assert policy._verified is not None and policy._verified[3] and policy._verified[4]
+    limit = Target(max_slowdown=0.25)
+    predicted = predictions(LEVELS.size, time_ms=20.0 * np.exp([0.5, 0.4, 0.3, 0.1, 0.05, 0.0]),
+                            energy_mj=[1.0] * LEVELS.size, ready=True, spread_from_pairs=True,
+                            work_ticks=60)
+    sd = np.zeros(LEVELS.size)
+
+    def chosen(current: int) -> int:
+        view = outlook(LEVELS, current=current, target=limit, predicted=predicted)
+        return policy._choose_with_spread(view, sd, sd)
+
+    assert chosen(4) == 3
+    assert chosen(3) == 3
+    policy._verified[4] = False  # feasible by the model alone: the hysteresis holds it
+    assert chosen(4) == 4
+
+
 def test_the_models_word_reaches_no_further_than_1_over_f_from_what_was_measured() -> None:
     """Unmeasured clocks are bounded by time growing at most as 1/f below the clocks the work
     measured: from the top (ratio 0) and 1800 MHz (ratio 0.05, measured twice) the bound at

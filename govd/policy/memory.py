@@ -275,20 +275,25 @@ class MeasuredMemory(EnergyPolicy):
         energy_sd = np.zeros(size)
         enoise = math.sqrt((self._epool_squares + NOISE_PRIOR_TICKS * self._noise ** 2)
                            / (self._epool_dof + NOISE_PRIOR_TICKS))
+
+        def unit_inside(ratio: float, sd: float) -> bool:
+            """Whether the next unit's ratio, about a mean ``ratio`` known to ``sd``, stays
+            inside the budget but for ``miss_budget`` of the time."""
+            return ratio + unit_z * math.sqrt(2.0 * noise**2 + sd**2) <= budget
+
         for level, stats in rec.time.items():
             if not lo <= level < hi:
                 continue
             ratio = stats.mean - ref
             sd = noise * math.sqrt(1.0 / stats.n + 1.0 / n_top)
-            if stats.n >= 2 and ratio + unit_z * math.sqrt(2.0 * noise**2 + sd**2) <= budget:
+            if stats.n >= 2 and unit_inside(ratio, sd):
                 verified[level - lo] = True
             elif ratio - z * sd > limit:
                 refused[level - lo] = True
             elif stats.n >= 2:
                 undecided[level - lo] = True
                 # the top's ticks could verify it: with the top known exactly, sd² = σ² / n
-                reachable = ratio + unit_z * noise * math.sqrt(2.0 + 1.0 / stats.n) <= budget
-                short |= n_top < stats.n and reachable
+                short |= n_top < stats.n and unit_inside(ratio, noise / math.sqrt(stats.n))
             e = rec.energy.get(level)
             if e is not None and e.n >= 2 and top_e is not None and top_e.n:
                 energy_rel[level - lo] = e.mean - top_e.mean

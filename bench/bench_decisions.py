@@ -53,8 +53,9 @@ lies in the policy's rules, not in the model. `mean_curve_kendall_tau` is the
 Kendall tau that each phase's true mean energy curve, one unit late, scores as the model's
 predictions are scored: a bound on the tau target where levels tie within the per-unit noise.
 Each row also says how often the energy policy's model learned (``model_updates``: pairs of
-ticks it learned a ratio from) and the share of units it ran at the top level (``top_share``):
-a model that learned from one pair and never again holds the top for the rest of the table.
+ticks it learned a ratio from), the share of units it ran at the top level (``top_share``):
+a model that learned from one pair and never again holds the top for the rest of the table,
+and how often it changed clock (``clock_changes``, per 1 000 units).
 Every figure comes from `govd.eval.evaluate`, the code `govd eval` runs; nothing here is tuned
 to the tables (their numbers are read, never written into govd).
 """
@@ -253,6 +254,7 @@ def energy_figures(sweep: SweepTable, run: Any, sc: Any) -> dict[str, Any]:
         "gated": run.model_stats.get("gated"),
         "model_updates": run.model_stats.get("updates"),
         "top_share": float(np.mean(np.asarray(run.levels) == sweep.levels_mhz.size - 1)),
+        "clock_changes": float(1000.0 * np.mean(np.diff(np.asarray(run.levels)) != 0)),
         "time_mape": sc.time_mape,
     }
 

@@ -7,7 +7,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -207,3 +209,20 @@ def test_only_game_tables_are_judged_at_the_frame_rate_alone(tmp_path: Path) -> 
     assert rows[0]["units"] == rows[1]["units"]
     assert rows[0]["static_reference_vs_oracle"] != rows[1]["static_reference_vs_oracle"]
 
+
+
+def test_a_row_counts_the_clock_changes_per_thousand_units() -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from bench_decisions import energy_figures
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    names = ("energy_ratio", "reference_ratio", "violation_rate", "oracle_violation_rate",
+             "kendall_tau", "stress_episodes", "stress_per_hour", "work_hours",
+             "reference_energy_j", "oracle_energy_j", "reference_violation_rate", "time_mape")
+    score = SimpleNamespace(**{name: 1.0 for name in names})
+    run = SimpleNamespace(levels=[2, 2, 1, 1, 2], model_stats={})
+    sweep = SimpleNamespace(levels_mhz=np.array([1000.0, 1500.0, 2000.0]))
+    row = energy_figures(sweep, run, score)
+    assert row["clock_changes"] == 500.0  # 2 changes between 5 units: 4 steps
+    assert row["top_share"] == 0.6

@@ -75,6 +75,16 @@ def test_a_unit_misses_when_its_own_ratio_does_so_the_noise_of_a_ratio_is_the_ma
     assert run(noisy, [tick(0, TOP, 10.0, noise=0.01), tick(1, 2, 10.8, noise=0.01)]) == TOP
 
 
+def test_noise_that_leaves_no_room_refuses_every_level_below_the_top_without_a_crash() -> None:
+    # 6 % of noise per unit: 2 x 1.4 x 6 % of margin exceeds the 10 % limit, and frame times
+    # of whole milliseconds measure level 2 exactly as fast as the top (a ratio of 0)
+    guard = MeasuredGuard(confidence=2.0)
+    for n, cur in enumerate([TOP, 2]):
+        guard.observe(tick(n, cur, 10.0, noise=0.06))
+    refused = guard.refused(tick(2, TOP, 10.0, noise=0.06))
+    assert refused is not None and refused.tolist() == [True, True, True, False]
+
+
 def test_a_level_measured_dearer_than_the_top_is_refused_alone() -> None:
     policy = EnergyPolicy(probe_ticks=0)
     top = [tick(n, TOP, 10.0, power_w=100.0 + (n % 2)) for n in range(4)]

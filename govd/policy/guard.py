@@ -146,8 +146,10 @@ class MeasuredGuard:
         f = view.levels_mhz
         if view.mem_levels_mhz is None:
             below = math.log(float(f[view.hi]) / float(f[cur]))
-            # refused from where the measured slope crosses the limit (at the latest, here)
-            crossing = below * max(limit, 0.0) / ratio
+            # refused from where the measured slope crosses the limit (at the latest, here);
+            # a margin that leaves no room refuses every level below the top (the ratio may
+            # then be 0 or less: frame times of whole milliseconds measure equal times)
+            crossing = below * limit / ratio if limit > 0.0 else 0.0
             if crossing >= self._slope_limit:
                 return
             self._slope_limit = crossing

@@ -293,6 +293,34 @@ def test_between_two_verified_clocks_the_cheaper_runs_without_hysteresis() -> No
     assert chosen(4) == 4
 
 
+def test_the_work_change_hedge_remembers_the_curve_no_steeper_than_the_work_measured() -> None:
+    """The hedge keeps each tick's curve to judge what the next work may miss. Where the work
+    measured a clock at least twice it keeps that clock's ratio no higher than its measured
+    mean plus ``z`` deviations of that mean, whatever the model's curve says; the model's
+    curve stays where it is lower, and at clocks measured once or never. On the made-up H100
+    stage at 10 % the model called 1870 MHz 6.9 % slower than the top where the table's mean
+    is 5.1 %, and the hedge refused the clock the work had verified for the whole run."""
+    policy, _ = judged([(5, 0.0, 20), (4, 0.01, 20), (3, 0.05, 20), (1, 0.30, 1)])
+    model = np.array([0.5, 0.35, 0.2, 0.12, 0.005, 0.0])
+    predicted = predictions(LEVELS.size, time_ms=20.0 * np.exp(model), energy_mj=[1.0] * 6,
+                            ready=True, spread_from_pairs=True, work_ticks=60)
+    view = outlook(LEVELS, current=5, target=Target(max_slowdown=0.25), predicted=predicted)
+    seen = []
+    hedge = policy._change_risk
+
+    def remember(curve, *args):
+        seen.append(np.array(curve))
+        return hedge(curve, *args)
+
+    policy._change_risk = remember
+    sd = np.zeros(LEVELS.size)
+    policy._choose_with_spread(view, sd, sd)
+    upper = 0.05 + 2.0 * 0.01 * math.sqrt(1 / 20 + 1 / 20)
+    assert seen[0][3] == pytest.approx(upper)  # measured 20 times: no steeper than measured
+    assert seen[0][4] == pytest.approx(0.005)  # the model's, lower than measured
+    assert seen[0][[0, 1, 2, 5]] == pytest.approx(model[[0, 1, 2, 5]])  # once, never, the top
+
+
 def test_the_models_word_reaches_no_further_than_1_over_f_from_what_was_measured() -> None:
     """Unmeasured clocks are bounded by time growing at most as 1/f below the clocks the work
     measured: from the top (ratio 0) and 1800 MHz (ratio 0.05, measured twice) the bound at

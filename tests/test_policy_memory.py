@@ -321,6 +321,37 @@ def test_the_work_change_hedge_remembers_the_curve_no_steeper_than_the_work_meas
     assert seen[0][[0, 1, 2, 5]] == pytest.approx(model[[0, 1, 2, 5]])  # once, never, the top
 
 
+def test_a_coarse_step_below_the_lowest_verified_clock_is_probed_where_the_model_vouches() -> None:
+    """The choice (1102 MHz) held above the lowest verified clock (1087 MHz, the level just
+    below it): the next coarse step, 945 MHz, 14 % lower in clock and out of the 1/f bound's
+    reach, is probed where the model, its spread included, calls it inside the limit (on the
+    simulated V100 at 10 % memory-bound kernels held 1102 MHz and never measured 945 MHz);
+    not where the model calls it slow, nor from the choice alone (the level below it is
+    verified)."""
+    levels = np.array([945.0, 1087.0, 1102.0, 1237.0, 1380.0])
+    policy = MeasuredMemory()
+    record = measured._Record()
+    for level, log_t, n in ((4, 0.0, 30), (3, 0.0, 30), (2, 0.001, 30), (1, 0.008, 3)):
+        stats = record.time.setdefault(level, LogMean())
+        for _ in range(n):
+            stats.add(math.log(20.0) + log_t)
+    policy._record, policy._noise, policy._z = record, 0.01, 2.0
+    policy._spreads = (np.zeros(levels.size), np.full(levels.size, 0.005))
+
+    def probe(model: list[float]) -> int:
+        predicted = predictions(levels.size, time_ms=20.0 * np.exp(model),
+                                energy_mj=[1.0] * levels.size, ready=True,
+                                spread_from_pairs=True, work_ticks=100)
+        view = outlook(levels, current=2, target=Target(max_slowdown=0.10), predicted=predicted)
+        assert policy._judge(view)
+        assert policy._verified is not None and policy._verified.tolist() == [
+            False, True, True, True, False]
+        return policy._below(view, 2)
+
+    assert probe([0.008, 0.005, 0.005, 0.003, 0.0]) == 0  # the model: 0.8 % slower
+    assert probe([0.14, 0.005, 0.005, 0.003, 0.0]) == -1  # the model: 14 % slower
+
+
 def test_the_models_word_reaches_no_further_than_1_over_f_from_what_was_measured() -> None:
     """Unmeasured clocks are bounded by time growing at most as 1/f below the clocks the work
     measured: from the top (ratio 0) and 1800 MHz (ratio 0.05, measured twice) the bound at

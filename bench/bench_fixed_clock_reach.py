@@ -92,7 +92,8 @@ EXCESS = 0.01
 issue #24's violation target."""
 OWN_EXCESS = inspect.signature(EnergyPolicy).parameters["miss_budget"].default
 """The energy policy's default ``miss_budget``: the share of units its margins aim to let over
-the limit, half of what the static reference may spend."""
+the limit (since the twenty-seventh pass what the static reference may spend, so ``static_own``
+is ``static``; half of it before)."""
 STEPS = (0.002, 0.005, 0.01, 0.02, 0.05)
 """The search's step up after a miss, in log clock."""
 AIMS = (0.0025, 0.005, 0.01)

@@ -332,14 +332,14 @@ def test_the_price_of_a_miss_settles_where_the_chances_taken_average_the_budget(
 def test_one_change_of_work_in_hundreds_of_ticks_does_not_refuse_the_cheapest_level() -> None:
     """With priced misses the chance that the work changes is counted over CHANGE_TICKS: over
     the 128 ticks of curves the hedge keeps (the default), one change already reads 1/128 >
-    the 0.5 % budget, and every level the previous work missed at is refused for most of the
+    a 0.5 % budget, and every level the previous work missed at is refused for most of the
     next phase."""
     def after_change(policy: EnergyPolicy) -> set[int]:
         picks = _work_changes(policy, 2400, every=300)
         return {picks[t] for t in range(1200, 2400) if t // 300 % 2 == 0 and t % 300 < 100}
 
-    assert after_change(EnergyPolicy(probe_ticks=0, price_misses=True)) == {0}
-    assert 1 in after_change(EnergyPolicy(probe_ticks=0))
+    assert after_change(EnergyPolicy(probe_ticks=0, price_misses=True, miss_budget=0.005)) == {0}
+    assert 1 in after_change(EnergyPolicy(probe_ticks=0, miss_budget=0.005))
 
 
 @pytest.mark.parametrize("levels", [5, 190])

@@ -72,7 +72,7 @@ measurements and decides on them where they exist:
   dropped) runs one tick at the top when its record has no time there: the budget is a ratio
   to the fastest clock, which only a measurement there gives.
 - **Where it stands aside.** For work whose unit margin leaves no room inside the limit (ticks
-  more than about 2.6 % apart under a 10 % limit), the model decides alone, as with
+  more than about 2.9 % apart under a 10 % limit), the model decides alone, as with
   ``memory: false``: such work could verify no clock and would run the top (the simulated
   gpgpu demo's saving went from 2.7 % to 0.05 %).
 
@@ -163,7 +163,7 @@ class MeasuredMemory(EnergyPolicy):
         self.memory = memory
         self._unit_z = NormalDist().inv_cdf(1.0 - self.miss_budget)
         """Deviations of one unit's ratio a verified clock leaves inside the budget: units
-        over at ``miss_budget`` where the ratio is normal (2.58 at the default 0.5 %)."""
+        over at ``miss_budget`` where the ratio is normal (2.33 at the default 1 %)."""
         self._clear()
 
     @staticmethod

@@ -44,6 +44,10 @@ they are absent; nothing read here is written into govd):
   such curves take, not fitted to any table here.
 - the game suite: `govd.sim` scenarios at 60 FPS on the calibrated mobile levels (6) and on the
   same fitted model sampled at 100 evenly spaced clocks (`fine_level_table`).
+- `power_law_table` (`bench_fine_tables.py` and the memory policy's tests, not
+  `bench_decisions.py`): made up, works whose time goes as f^-slope on `POWER_LAW_GRID` (101
+  clocks 5 MHz apart), taking turns in runs of a fixed length, power 30 + 70 (f / f_top)^2.5 W,
+  1 % lognormal noise per (unit, clock) on both.
 """
 
 from __future__ import annotations
@@ -354,3 +358,24 @@ def stage_tables(quick: bool, seed: int = 0) -> list[SweepTable]:
     out.append(stage_sweep(a100, STAGE_WORKS, "stage-a100-mixed", units, (1, 3),
                            seed + len(STAGE_GPUS), extra=STAGE_EXTRA))
     return out
+
+
+POWER_LAW_GRID = np.arange(1000.0, 1501.0, 5.0)
+"""101 clocks 5 MHz apart: a fine grid."""
+
+
+def power_law_table(slopes: list[float], units: int = 1500, run: int = 300, noise: float = 0.01,
+                    slow: int | None = None, seed: int = 0) -> SweepTable:
+    """Works taking turns every ``run`` units, time ∝ f^-slope (20 ms at the top, 40 for the
+    second work, 60 for a third...), ``noise`` lognormal per unit and clock on time and power;
+    ``slow``: a clock where every unit runs 20 % slower (a clock that breaks physics)."""
+    rng = np.random.default_rng(seed)
+    f = POWER_LAW_GRID
+    work = (np.arange(units) // run) % len(slopes)
+    slope = np.array(slopes)[work][:, None]
+    top_ms = 20.0 * (1 + work)[:, None]
+    time_ms = top_ms * (f[-1] / f) ** slope * rng.lognormal(0, noise, (units, f.size))
+    if slow is not None:
+        time_ms[:, slow] *= 1.2
+    power_w = (30 + 70 * (f / f[-1]) ** 2.5) * rng.lognormal(0, noise, (units, f.size))
+    return SweepTable(f, time_ms, power_w)

@@ -4,7 +4,9 @@ measured, and the model's `Predictions.work_id` it keys on."""
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,24 +25,11 @@ from govd.policy.memory import MeasuredMemory
 from govd.policy.registry import make_policy
 from govd.target import Target
 
-FINE = np.arange(1000.0, 1501.0, 5.0)
-"""101 clocks 5 MHz apart: a fine grid."""
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from decision_tables import POWER_LAW_GRID as FINE
+from decision_tables import power_law_table as fine_table
 
-
-def fine_table(slopes: list[float], units: int = 1500, run: int = 300, noise: float = 0.01,
-               slow: int | None = None, seed: int = 0) -> SweepTable:
-    """Works taking turns every ``run`` units, time ∝ f^-slope (20 ms at the top, 40 for the
-    second work, 60 for a third...), 1 % noise per unit and clock; ``slow``: a clock where
-    every unit runs 20 % slower (a clock that breaks physics)."""
-    rng = np.random.default_rng(seed)
-    work = (np.arange(units) // run) % len(slopes)
-    slope = np.array(slopes)[work][:, None]
-    top_ms = 20.0 * (1 + work)[:, None]
-    time_ms = top_ms * (FINE[-1] / FINE) ** slope * rng.lognormal(0, noise, (units, FINE.size))
-    if slow is not None:
-        time_ms[:, slow] *= 1.2
-    power_w = (30 + 70 * (FINE / FINE[-1]) ** 2.5) * rng.lognormal(0, noise, (units, FINE.size))
-    return SweepTable(FINE, time_ms, power_w)
+sys.path.pop(0)
 
 
 def test_the_scaling_model_numbers_each_remembered_work_and_knows_it_again() -> None:

@@ -54,8 +54,9 @@ The tables are `bench_decisions.py`'s single-clock slowdown tables, the made-up 
 stages (`stage-*`) among them. Tables missing from ../shared/data are skipped with a message,
 as in `bench_decisions.py`. The committed `results/fixed_clock_reach.json` is the thirteenth
 pass's run (no stage tables, no ``static_own``), which bench/README.md's prose and generated
-table quote; the runs with both are `results/fixed_clock_reach-25th-pass.json` and
-`-26th-pass.json` (after the twenty-sixth pass's policy), written with ``--out``. A run to
+table quote; the runs with both are `results/fixed_clock_reach-25th-pass.json`,
+`-26th-pass.json` and `-27th-pass.json` (after those passes' policies), written with
+``--out``. A run to
 the default path replaces the former: regenerate the README's tables (`readme_tables.py`)
 and reread the prose that quotes it.
 """

@@ -341,6 +341,8 @@ def test_a_coarse_step_below_the_lowest_verified_clock_is_probed_where_the_model
 
     assert probe([0.008, 0.005, 0.005, 0.003, 0.0]) == 0  # the model: 0.8 % slower
     assert probe([0.14, 0.005, 0.005, 0.003, 0.0]) == -1  # the model: 14 % slower
+    assert probe([math.nan, 0.005, 0.005, 0.003, 0.0]) == -1  # no prediction vouches
+    assert probe([0.008, 0.005, 0.005, 0.003, -math.inf]) == -1  # a top predicted at 0 ms
 
 
 def test_the_models_word_reaches_no_further_than_1_over_f_from_what_was_measured() -> None:

@@ -444,10 +444,10 @@ class MeasuredMemory(EnergyPolicy):
         """Whether the model, its spread included, calls ``level`` inside the limit with a
         unit's margin."""
         p = view.predictions
-        if self._spreads is None:
-            return False
-        ratio = math.log(float(p.time_ms[level]) / float(p.time_ms[view.hi]))
-        return ratio + self._z * float(self._spreads[1][level]) <= self._limit(view)
+        t, top = float(p.time_ms[level]), float(p.time_ms[view.hi])
+        if self._spreads is None or not (t > 0.0 and top > 0.0 and math.isfinite(t / top)):
+            return False  # no prediction (NaN, 0 or infinite) vouches for nothing
+        return math.log(t / top) + self._z * float(self._spreads[1][level]) <= self._limit(view)
 
     def _worth_probing(self, view: Outlook, probe: int, choice: int) -> bool:
         if self._verified is None or view.target.max_slowdown is None:

@@ -154,6 +154,17 @@ def test_records_are_bounded_and_a_reset_forgets_them() -> None:
     assert not policy._records and policy._pool_dof == 0
 
 
+def timed_record(entries) -> measured._Record:
+    """A work's record holding ``entries`` (level, log time over the top's, ticks), the top's
+    time 20 ms."""
+    record = measured._Record()
+    for level, log_t, n in entries:
+        stats = record.time.setdefault(level, LogMean())
+        for _ in range(n):
+            stats.add(math.log(20.0) + log_t)
+    return record
+
+
 def test_the_1_over_f_bound_of_a_probe_starts_from_the_best_clock_measured_above_it() -> None:
     """A choice held above the lowest verified clock (their energies equal within the noise)
     must not hide it: the probe's bound runs from whichever clock measured twice gives the
@@ -162,12 +173,7 @@ def test_the_1_over_f_bound_of_a_probe_starts_from_the_best_clock_measured_above
     levels = np.array([1665.0, 1725.0, 1785.0, 1845.0, 1905.0, 1980.0])
     view = SimpleNamespace(levels_mhz=levels, hi=5)
     policy = MeasuredMemory()
-    record = measured._Record()
-    for level, log_t, n in ((5, 0.0, 5), (4, 0.0, 40), (2, 0.001, 2), (1, 0.5, 1)):
-        stats = record.time.setdefault(level, LogMean())
-        for _ in range(n):
-            stats.add(math.log(20.0) + log_t)
-    policy._record = record
+    policy._record = timed_record(((5, 0.0, 5), (4, 0.0, 40), (2, 0.001, 2), (1, 0.5, 1)))
     from_choice = math.log(1905.0 / 1725.0)
     assert from_choice > math.log1p(0.1)  # one step from the choice alone: past the budget
     assert policy._bound(view, 1, 4) == pytest.approx(0.001 + math.log(1785.0 / 1725.0))
@@ -185,11 +191,7 @@ def judged(entries: list[tuple[int, float, int]], noise: float = 0.01, limit: fl
     ticks) on LEVELS, judged under ``limit``; a ``miss_budget`` of 0.5 % (z_u = 2.58), which
     the figures of the tests that use it are worked out for."""
     policy = MeasuredMemory(miss_budget=0.005)
-    record = measured._Record()
-    for level, log_t, n in entries:
-        stats = record.time.setdefault(level, LogMean())
-        for _ in range(n):
-            stats.add(math.log(20.0) + log_t)
+    record = timed_record(entries)
     for level, values in (energy or {}).items():
         stats = record.energy.setdefault(level, LogMean())
         for value in values:
@@ -321,11 +323,7 @@ def test_a_coarse_step_below_the_lowest_verified_clock_is_probed_where_the_model
     verified)."""
     levels = np.array([945.0, 1087.0, 1102.0, 1237.0, 1380.0])
     policy = MeasuredMemory()
-    record = measured._Record()
-    for level, log_t, n in ((4, 0.0, 30), (3, 0.0, 30), (2, 0.001, 30), (1, 0.008, 3)):
-        stats = record.time.setdefault(level, LogMean())
-        for _ in range(n):
-            stats.add(math.log(20.0) + log_t)
+    record = timed_record(((4, 0.0, 30), (3, 0.0, 30), (2, 0.001, 30), (1, 0.008, 3)))
     policy._record, policy._noise, policy._z = record, 0.01, 2.0
     policy._spreads = (np.zeros(levels.size), np.full(levels.size, 0.005))
 
